@@ -1,0 +1,32 @@
+"""User-facing errors: each one is a single clear line and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import click
+
+
+class AisimError(click.ClickException):
+    """Base of every error caused by user input (config, trace, CLI flag)."""
+
+    exit_code = 2
+
+    def format_message(self) -> str:
+        return self.message
+
+
+class ConfigError(AisimError):
+    """A config value is wrong; the message names the dotted path and the fix."""
+
+
+class NotAvailableError(AisimError):
+    """A valid config asks for a feature that aisim does not implement yet."""
+
+
+class CapacityError(AisimError):
+    """The deployment can never finish a request (e.g. the KV pool cannot hold one)."""
+
+
+class NoRequestsCompleted(click.ClickException):
+    """The run finished but no request completed (AISimulate exits 1 in this case)."""
+
+    exit_code = 1
