@@ -1,0 +1,354 @@
+"""Value checkers for single config fields, and the one-line error they raise.
+
+A checker is a callable ``check(value, path) -> converted value``.  It raises :class:`Invalid`
+(path, what is wrong, the offending value, a fix) which the loader turns into a
+:class:`aisim.errors.ConfigError` prefixed with the file name.
+
+Strictness follows AISimulate's schema: an ``int`` field rejects floats, strings and booleans;
+a ``float`` field accepts ints but rejects booleans and strings; every number must be finite.
+A few AISimulate fields are *lax* (``prefix_caching``, ``startup_seconds``, ``prefill_ms``,
+``decode_ms``); their checkers accept the spellings AISimulate accepts so its configs still load.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from typing import Any
+
+Checker = Callable[[Any, str], Any]
+
+NOTHING: Any = object()
+"""Marker for 'no offending value to show' in :class:`Invalid`."""
+
+
+class Invalid(Exception):  # noqa: N818 - internal signal, turned into ConfigError by the loader
+    """A config value is wrong at ``path`` (dotted YAML keys)."""
+
+    def __init__(self, path: str, what: str, got: Any = NOTHING, fix: str | None = None) -> None:
+        super().__init__(path, what)
+        self.path = path
+        self.what = what
+        self.got = got
+        self.fix = fix
+
+    def line(self, source: str) -> str:
+        """The single-line message ``<source>: <path>: <what>, got <value>; <fix>``."""
+        text = f"{source}: {self.path}: {self.what}" if self.path else f"{source}: {self.what}"
+        if self.got is not NOTHING:
+            text += f", got {show(self.got)}"
+        if self.fix:
+            text += f"; {self.fix}"
+        return " ".join(text.split())  # guarantee one line
+
+
+class FrozenMap(Mapping[str, Any]):
+    """A read-only, hashable mapping (used for opaque sections and the worker table)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self._data = dict(data or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._data.items()))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({self._data!r})"
+
+
+def freeze(value: Any) -> Hashable:
+    """Deep-convert mappings to :class:`FrozenMap` and lists to tuples."""
+    if isinstance(value, Mapping):
+        return FrozenMap({str(k): freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """Render a YAML value for a message: ``null``, ``true``, ``'text'``, ``1.5``, ``{a: 1}``."""
+    if value is None:
+        text = "null"
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, str):
+        text = repr(value)
+    elif isinstance(value, Mapping):
+        text = "{" + ", ".join(f"{k}: {show(v, limit)}" for k, v in value.items()) + "}"
+    elif isinstance(value, list | tuple):
+        text = "[" + ", ".join(show(v, limit) for v in value) + "]"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def kind(value: Any) -> str:
+    """'a float', 'a string', ... for 'got 1.0 (a float)'."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
+
+
+class _Shown:
+    """A value rendered with its kind, e.g. ``1.0 (a float)``."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"{show(self.value)} ({kind(self.value)})"
+
+
+def typed(value: Any) -> Any:
+    """Wrap ``value`` so that the message shows its kind next to it."""
+    return _Shown(value)
+
+
+def _bounds_text(noun: str, gt: float | None, ge: float | None, le: float | None) -> str:
+    article = "an" if noun[0] in "aeiou" else "a"
+    if le is None:
+        if gt == 0:
+            return f"must be a positive {noun}"
+        if ge == 0:
+            return f"must be a non-negative {noun}"
+        if gt is not None:
+            return f"must be {article} {noun} > {gt}"
+        if ge is not None:
+            return f"must be {article} {noun} >= {ge}"
+        return f"must be {article} {noun}"
+    if gt is not None:
+        return f"must be {article} {noun} in ({gt}, {le}]"
+    if ge is not None:
+        return f"must be {article} {noun} in [{ge}, {le}]"
+    return f"must be {article} {noun} <= {le}"
+
+
+def _in_bounds(x: float, gt: float | None, ge: float | None, le: float | None) -> bool:
+    return (
+        (gt is None or x > gt) and (ge is None or x >= ge) and (le is None or x <= le)
+    )
+
+
+def integer(
+    *, gt: int | None = None, ge: int | None = None, le: int | None = None, nullable: bool = False
+) -> Checker:
+    """A strict integer (bool, float and str rejected) within the bounds."""
+    what = _bounds_text("integer", gt, ge, le)
+
+    def check(value: Any, path: str) -> int | None:
+        if value is None and nullable:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            fix = None
+            if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+                fix = f"write {int(value)} without a decimal point"
+            elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+                fix = "remove the quotes"
+            raise Invalid(path, what, typed(value), fix)
+        if not _in_bounds(value, gt, ge, le):
+            raise Invalid(path, what, value)
+        return value
+
+    return check
+
+
+def number(
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    nullable: bool = False,
+    lax: bool = False,
+) -> Checker:
+    """A finite float (ints accepted; bools rejected).  ``lax`` also accepts numeric strings."""
+    what = _bounds_text("number", gt, ge, le)
+    if lt is not None:
+        what = f"must be a number in [{ge}, {lt})" if ge is not None else f"must be < {lt}"
+
+    def check(value: Any, path: str) -> float | None:
+        if value is None and nullable:
+            return None
+        if lax and isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise Invalid(path, what, typed(value)) from None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            fix = None
+            if isinstance(value, str):
+                try:
+                    float(value)
+                    fix = "write it as a plain number with a decimal point, e.g. 1000.0"
+                except ValueError:
+                    pass
+            raise Invalid(path, what, typed(value), fix)
+        if not math.isfinite(value):
+            raise Invalid(path, "must be a finite number", value)
+        if not _in_bounds(value, gt, ge, le) or (lt is not None and value >= lt):
+            raise Invalid(path, what, value)
+        return float(value)
+
+    return check
+
+
+_LAX_TRUE = {"true", "yes", "on", "1", "t", "y"}
+_LAX_FALSE = {"false", "no", "off", "0", "f", "n"}
+
+
+def boolean(*, nullable: bool = False, lax: bool = False) -> Checker:
+    """``true``/``false``.  ``lax`` also accepts 0/1 and strings such as 'yes'/'off'."""
+
+    def check(value: Any, path: str) -> bool | None:
+        if value is None and nullable:
+            return None
+        if isinstance(value, bool):
+            return value
+        if lax:
+            if isinstance(value, int | float) and value in (0, 1):
+                return bool(value)
+            if isinstance(value, str) and value.strip().lower() in _LAX_TRUE | _LAX_FALSE:
+                return value.strip().lower() in _LAX_TRUE
+        raise Invalid(path, "must be true or false", typed(value))
+
+    return check
+
+
+def choice(
+    *options: str, nullable: bool = False, normalize: Callable[[str], str] | None = None
+) -> Checker:
+    """One of ``options`` (strings)."""
+    listed = ", ".join(repr(o) for o in options)
+
+    def check(value: Any, path: str) -> str | None:
+        if value is None and nullable:
+            return None
+        if isinstance(value, str):
+            v = normalize(value) if normalize else value
+            if v in options:
+                return v
+        fix = None
+        if isinstance(value, str):
+            near = suggest(value, options)
+            fix = f"did you mean {near!r}?" if near else None
+        raise Invalid(path, f"must be one of {listed}", value, fix)
+
+    return check
+
+
+def string(*, nullable: bool = False) -> Checker:
+    """A non-empty string."""
+
+    def check(value: Any, path: str) -> str | None:
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str) or not value:
+            raise Invalid(path, "must be a non-empty string", typed(value))
+        return value
+
+    return check
+
+
+def string_list(*, nullable: bool = False, min_len: int = 1) -> Checker:
+    """A list of non-empty strings, returned as a tuple."""
+
+    def check(value: Any, path: str) -> tuple[str, ...] | None:
+        if value is None and nullable:
+            return None
+        if not isinstance(value, list):
+            raise Invalid(path, "must be a list of strings", typed(value))
+        if len(value) < min_len:
+            raise Invalid(path, f"must list at least {min_len} entry", value)
+        item = string()
+        return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(value))
+
+    return check
+
+
+def number_list(*, ge: float | None = None, le: float | None = None) -> Checker:
+    """A list of finite numbers within the bounds, returned as a tuple of floats."""
+    item = number(ge=ge, le=le)
+
+    def check(value: Any, path: str) -> tuple[float, ...]:
+        if not isinstance(value, list):
+            raise Invalid(path, "must be a list of numbers", typed(value))
+        return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(value))
+
+    return check
+
+
+def string_or_list(*, nullable: bool = False) -> Checker:
+    """A string or a list of strings (AISimulate's ``transfer_policy``)."""
+    one, many = string(), string_list(min_len=0)
+
+    def check(value: Any, path: str) -> str | tuple[str, ...] | None:
+        if value is None and nullable:
+            return None
+        return many(value, path) if isinstance(value, list) else one(value, path)
+
+    return check
+
+
+def int_or(literal: str, *, gt: int = 0, nullable: bool = False) -> Checker:
+    """A positive integer or the word ``literal`` (``'max'``, ``'auto'``)."""
+    as_int = integer(gt=gt)
+
+    def check(value: Any, path: str) -> int | str | None:
+        if value is None and nullable:
+            return None
+        if value == literal and isinstance(value, str):
+            return value
+        try:
+            return as_int(value, path)
+        except Invalid as exc:
+            raise Invalid(
+                path, f"must be a positive integer or {literal!r}", exc.got, exc.fix
+            ) from None
+
+    return check
+
+
+def opaque(*, nullable: bool = True) -> Checker:
+    """Any mapping, kept as a :class:`FrozenMap` (sections aisim validates no further)."""
+
+    def check(value: Any, path: str) -> FrozenMap | None:
+        if value is None and nullable:
+            return None
+        if not isinstance(value, Mapping):
+            raise Invalid(path, "must be a mapping", typed(value))
+        return freeze(value)  # type: ignore[return-value]
+
+    return check
+
+
+def suggest(word: str, options: Any) -> str | None:
+    """The closest of ``options`` to ``word`` (difflib), or None."""
+    import difflib
+
+    found = difflib.get_close_matches(word, [str(o) for o in options], n=1, cutoff=0.6)
+    return found[0] if found else None

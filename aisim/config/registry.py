@@ -1,0 +1,89 @@
+"""Tag -> dataclass maps for the tagged sections, and the known names aisim accepts.
+
+A section such as ``capacity: {type: fixed, blocks: 100}`` is resolved by looking its tag up in
+one of :data:`REGISTRIES`.  An unknown tag is a config error that lists the valid ones.
+"""
+
+from __future__ import annotations
+
+from aisim.config.schema import (
+    ConcurrencyLoad,
+    ConstantRateLoad,
+    DefaultCapacity,
+    DefaultTiming,
+    FixedCapacity,
+    FixedTiming,
+    KVCapacityFractionLoad,
+    NgramSpeculation,
+    PoissonLoad,
+    PolynomialTiming,
+    SchemeSpeculation,
+    SyntheticSessionSource,
+    SyntheticSource,
+    TraceSource,
+    TraceTimestampsLoad,
+)
+
+
+def _by_tag(*classes: type) -> dict[str, type]:
+    return {cls.TYPE: cls for cls in classes}  # type: ignore[attr-defined]
+
+
+SOURCES = _by_tag(SyntheticSource, SyntheticSessionSource, TraceSource)
+"""``traffic.source.type``."""
+
+LOADS = _by_tag(
+    ConcurrencyLoad, PoissonLoad, ConstantRateLoad, TraceTimestampsLoad, KVCapacityFractionLoad
+)
+"""``traffic.load.type``."""
+
+CAPACITIES = _by_tag(FixedCapacity, DefaultCapacity)
+"""``engine.workers.<role>.kv_cache.capacity.type``."""
+
+TIMINGS = _by_tag(DefaultTiming, FixedTiming, PolynomialTiming)
+"""``engine.workers.<role>.timing.type``."""
+
+SPECULATIONS = _by_tag(NgramSpeculation, SchemeSpeculation)
+"""``engine.speculation.kind``: 'ngram', or any other kind (key ``*``) for a named scheme."""
+
+REGISTRIES: dict[str, dict[str, type]] = {
+    "source": SOURCES,
+    "load": LOADS,
+    "capacity": CAPACITIES,
+    "timing": TIMINGS,
+    "speculation": SPECULATIONS,
+}
+
+WILDCARD = "*"
+"""Registry key that takes every tag not listed explicitly."""
+
+RECOMMEND_ONLY_LOADS = frozenset({KVCapacityFractionLoad.TYPE})
+"""Load types that only AISimulate's ``recommend`` command understands."""
+
+KNOWN_HARDWARE = ("b200_sxm",)
+"""Hardware names aisim has performance data and memory facts for."""
+
+KNOWN_BACKEND_VERSIONS: dict[str, tuple[str, ...]] = {
+    "vllm": ("0.19.0", "0.22.0", "0.24.0", "0.25.0", "0.27.1"),
+    "trtllm": ("1.2.0rc5", "1.3.0rc10", "1.3.0rc11", "1.3.0rc20", "1.3.0rc23"),
+}
+"""Backend versions that AISimulate 0.13.0's b200_sxm database has data for.
+
+AISimulate accepts any version string when timing is fixed; aisim rejects unknown ones
+(behaviour.md section 16).  SGLang versions are not checked.
+"""
+
+DEFAULT_BLOCK_SIZE = {"vllm": 64, "trtllm": 32, "sglang": 1}
+"""``kv_cache.block_size`` when not given, per backend."""
+
+DEFAULT_MEMORY_FRACTION = {"vllm": 0.9, "trtllm": 0.9, "sglang": 0.88}
+"""``capacity.memory_fraction`` of a default capacity when not given, per backend."""
+
+DEFAULT_MAX_SEQUENCES = {"aggregated": 256, "prefill": 1, "decode": 256}
+"""``scheduler.max_sequences`` when not given, per worker role."""
+
+DEFAULT_TRACE_BLOCK_SIZE = 512
+"""``traffic.source.block_size`` of a trace when not given."""
+
+DEFAULT_POISSON_SEED = 42
+"""``traffic.load.seed`` of a Poisson load when not given."""

@@ -1,0 +1,62 @@
+"""Run one aggregated simulation: allocate state, hand it to the compiled event loop, collect."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from aisim import state as st
+from aisim.engine.spec import EngineSpec
+from aisim.errors import CapacityError
+from aisim.traffic import Traffic
+
+
+@dataclass
+class SimResult:
+    spec: EngineSpec
+    traffic: Traffic
+    req: st.RequestState
+    workers: st.WorkerState
+    stats: st.StatsState
+    log: st.AdmissionLog | None
+    sim_ms: float  # host time of the kernel call
+
+
+def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False) -> SimResult:
+    from aisim.kernels.codes import RunResult
+    from aisim.kernels.loop import run_aggregated
+
+    n = len(traffic.prompt_len)
+    longest = int((traffic.prompt_len + traffic.output_len).max()) if n else 1
+    row_blocks = -(-longest // spec.block_size) + 1
+    max_running = max(1, min(spec.max_seqs, n))
+    log_capacity = 2 * n + 16 if capture else 1
+    params = spec.kernel_params(capture)
+    t0 = time.perf_counter()
+    while True:
+        req, ranks, blocks, workers, stats, log = st.allocate(
+            n, spec.num_ranks, spec.replicas, max_running, spec.num_blocks, row_blocks,
+            log_capacity)
+        req.prompt_len[:] = traffic.prompt_len
+        req.output_len[:] = traffic.output_len
+        req.arrival_ms[:] = traffic.arrival_ms
+        req.pfx_start[:] = traffic.pfx_start
+        req.pfx_len[:] = traffic.pfx_len
+        workers.ready_ms[:] = spec.startup_ms
+        code, where = run_aggregated(params._replace(max_seqs=max_running), req, ranks, blocks,
+                                     workers, stats, log, traffic.pfx_hash)
+        if code != RunResult.LOG_FULL:
+            break
+        log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
+    sim_ms = (time.perf_counter() - t0) * 1000.0
+    if code == RunResult.STALLED:
+        raise CapacityError(
+            f"worker {where} can make no progress: its waiting requests never fit the KV pool "
+            f"({spec.num_blocks} blocks of {spec.block_size} tokens per rank) or the token budget "
+            f"({spec.max_tokens}); raise engine.workers.{spec.role}.kv_cache.capacity")
+    if code != RunResult.OK:
+        raise RuntimeError(f"internal error: event loop returned {RunResult(code).name} "
+                           f"at worker {where}")
+    return SimResult(spec, traffic, req, workers, stats, log if capture else None, sim_ms)

@@ -1,0 +1,204 @@
+"""Resolve a validated Config into one EngineSpec: everything the kernels need, computed once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from aisim.errors import CapacityError, ConfigError, NotAvailableError
+from aisim.kernels.codes import Backend, LoadKind, TimingKind
+from aisim.models import ModelArch, load_model
+
+NO_LIMIT = np.iinfo(np.int64).max // 4
+
+
+class KernelParams(NamedTuple):
+    """Scalars of one run, as the kernels read them (fixed types: one compiled specialization)."""
+
+    backend: int
+    block_size: int
+    num_blocks: int
+    max_tokens: int
+    max_seqs: int
+    max_model_len: int
+    prefix_caching: bool
+    chunked_prefill: bool
+    dp_size: int
+    num_workers: int
+    prefill_interval: int
+    timing_kind: int
+    prefill_ms: float
+    decode_ms: float
+    load_kind: int
+    concurrency: int
+    capture: bool
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    role: str
+    backend: str
+    model: ModelArch
+    replicas: int
+    dp_size: int
+    tensor: int
+    pipeline: int
+    block_size: int
+    num_blocks: int  # per scheduler rank
+    max_tokens: int
+    max_seqs: int
+    max_model_len: int | None  # None: no limit (TRT-LLM with context_length max)
+    prefix_caching: bool
+    chunked_prefill: bool
+    prefill_interval: int
+    timing: str  # fixed | polynomial
+    prefill_ms: float
+    decode_ms: float
+    startup_ms: float
+    # traffic
+    num_requests: int
+    load: str  # concurrency | poisson | constant_rate
+    concurrency: int
+    rate_per_s: float
+    seed: int
+    input_tokens: int
+    output_tokens: int
+    cached_prefix_tokens: int
+
+    @property
+    def num_ranks(self) -> int:
+        return self.replicas * self.dp_size
+
+    @property
+    def gpus_per_worker(self) -> int:
+        # AISimulate reports tensor x attention_data; the pipeline degree is not counted.
+        return self.tensor * self.dp_size
+
+    def kernel_params(self, capture: bool) -> KernelParams:
+        return KernelParams(
+            backend=int(Backend.TRTLLM if self.backend == "trtllm" else Backend.VLLM),
+            block_size=self.block_size,
+            num_blocks=self.num_blocks,
+            max_tokens=self.max_tokens,
+            max_seqs=self.max_seqs,
+            max_model_len=NO_LIMIT if self.max_model_len is None else self.max_model_len,
+            prefix_caching=bool(self.prefix_caching),
+            chunked_prefill=bool(self.chunked_prefill),
+            dp_size=self.dp_size,
+            num_workers=self.replicas,
+            prefill_interval=self.prefill_interval,
+            timing_kind=int(TimingKind.FIXED if self.timing == "fixed" else TimingKind.POLYNOMIAL),
+            prefill_ms=float(self.prefill_ms),
+            decode_ms=float(self.decode_ms),
+            load_kind=int(LoadKind.CONCURRENCY if self.load == "concurrency" else LoadKind.OPEN),
+            concurrency=self.concurrency,
+            capture=bool(capture),
+        )
+
+
+def resolve(cfg) -> EngineSpec:
+    """Config -> EngineSpec; raises ConfigError / NotAvailableError / CapacityError."""
+    from aisim.config import unsupported_features
+
+    missing = unsupported_features(cfg)
+    if missing:
+        raise NotAvailableError(f"{cfg.source_path}: {missing[0]}")
+    eng = cfg.engine
+    role = "aggregated"
+    worker = eng.workers[role]
+    base = Path(cfg.source_path).parent if cfg.source_path else None
+    model = load_model(eng.model, base_dir=base)
+    par = worker.parallelism
+    wpath = f"engine.workers.{role}"
+    if model.num_attention_heads % par.tensor != 0:
+        raise ConfigError(
+            f"{cfg.source_path}: {wpath}.parallelism.tensor: {par.tensor} does not divide the "
+            f"{model.num_attention_heads} attention heads of {eng.model}; use a divisor")
+    kvc = worker.kv_cache
+    block_size = kvc.block_size
+    num_blocks = _fixed_blocks(cfg, kvc, model, par.tensor, f"{wpath}.kv_cache.capacity")
+    if eng.context_length == "max":
+        max_model_len = model.max_position_embeddings if eng.backend == "vllm" else None
+    else:
+        max_model_len = int(eng.context_length)
+    timing = worker.timing
+    timing_kind = getattr(timing, "TYPE", "fixed")
+    src = cfg.traffic.source
+    load = cfg.traffic.load
+    load_kind = getattr(load, "TYPE", "concurrency")
+    spec = EngineSpec(
+        role=role,
+        backend=eng.backend,
+        model=model,
+        replicas=par.replicas,
+        dp_size=par.attention_data,
+        tensor=par.tensor,
+        pipeline=par.pipeline,
+        block_size=block_size,
+        num_blocks=num_blocks,
+        max_tokens=worker.scheduler.max_batched_tokens,
+        max_seqs=worker.scheduler.max_sequences,
+        max_model_len=max_model_len,
+        prefix_caching=bool(kvc.prefix_caching),
+        chunked_prefill=eng.enable_chunked_prefill is not False,
+        prefill_interval=(worker.scheduler.prefill_schedule_interval
+                          if eng.backend == "vllm" and par.attention_data > 1 else 1),
+        timing=timing_kind,
+        prefill_ms=float(getattr(timing, "prefill_ms", 0.0) or 0.0),
+        decode_ms=float(getattr(timing, "decode_ms", 0.0) or 0.0),
+        startup_ms=float(worker.startup_seconds or 0.0) * 1000.0,
+        num_requests=cfg.traffic.stop.num_requests(load),
+        load=load_kind,
+        concurrency=int(getattr(load, "concurrency", 0) or 0),
+        rate_per_s=float(getattr(load, "requests_per_second", 0.0) or 0.0),
+        seed=int(getattr(load, "seed", 42) or 0),
+        input_tokens=src.input_tokens,
+        output_tokens=src.output_tokens,
+        cached_prefix_tokens=src.cached_prefix_tokens,
+    )
+    _check_can_finish(cfg, spec)
+    return spec
+
+
+def _fixed_blocks(cfg, kvc, model: ModelArch, tensor: int, path: str) -> int:
+    cap = kvc.capacity
+    if getattr(cap, "blocks", None) is not None:
+        return int(cap.blocks)
+    bpt = kvc.bytes_per_token
+    if bpt == "auto":
+        bpt = model.kv_bytes_per_token(tensor)
+    blocks = int(cap.bytes) // (kvc.block_size * int(bpt))
+    if blocks < 1:
+        raise ConfigError(
+            f"{cfg.source_path}: {path}.bytes: {cap.bytes} bytes hold no block of "
+            f"{kvc.block_size} tokens x {bpt} bytes; raise the capacity")
+    return blocks
+
+
+def _check_can_finish(cfg, spec: EngineSpec) -> None:
+    """Reject deployments on which a request can never finish (AISimulate loops or aborts)."""
+    where = f"{cfg.source_path}: engine.workers.{spec.role}"
+    p, o, bs = spec.input_tokens, spec.output_tokens, spec.block_size
+    if spec.max_model_len is not None and p < spec.max_model_len:
+        o = min(o, spec.max_model_len - p)
+    if spec.max_model_len is not None and p >= spec.max_model_len:
+        return  # every request is rejected; reported as "no request completed"
+    if spec.backend == "vllm":
+        prompt_blocks = -(-p // bs)
+        if prompt_blocks > spec.num_blocks:
+            return  # rejected at admission like AISimulate does
+        longest = -(-(p + o - 1) // bs)
+        if longest > spec.num_blocks:
+            raise CapacityError(
+                f"{where}.kv_cache.capacity.blocks: a request of {p} prompt + {o} output "
+                f"tokens needs {longest} blocks of {bs} tokens but a rank has {spec.num_blocks}; "
+                "it could never finish. Raise the capacity or shorten the request")
+    if not spec.chunked_prefill and p > spec.max_tokens:
+        # the first prompt on a rank has no cache hit, so it could never be scheduled
+        raise CapacityError(
+            f"{where}.scheduler.max_batched_tokens: {spec.max_tokens} is smaller than a "
+            f"{p}-token prompt and engine.enable_chunked_prefill is false; the prompt could "
+            "never be scheduled. Raise max_batched_tokens or enable chunked prefill")

@@ -1,0 +1,271 @@
+"""Every mutable simulation buffer, declared once: name, dtype, shape, fill, unit, meaning.
+
+All state is structure-of-arrays, allocated once at a fixed capacity and never resized inside a
+kernel. Kernels receive these NamedTuples and mutate them in place; Python reads them after the
+run. Sentinel -1 means "none" for every index column.
+
+Shape symbols: N requests, R scheduler ranks (workers x attention_data), W workers,
+S running slots per rank (max_sequences), B KV blocks per rank, K blocks in one block-table row,
+M hash-map slots (a power of two), A admission-log capacity.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from aisim.kernels.codes import SKETCH_BINS
+
+
+class Field(NamedTuple):
+    name: str
+    dtype: type
+    shape: str
+    fill: float
+    unit: str
+    doc: str
+
+
+REQUEST_FIELDS = (
+    Field("prompt_len", np.int64, "N", 0, "tokens", "prompt length P"),
+    Field("output_len", np.int64, "N", 0, "tokens",
+          "output tokens the request will emit: requested length after max_model_len truncation "
+          "and the TRT-LLM pool clamp"),
+    Field("arrival_ms", np.float64, "N", 0.0, "ms", "arrival time (closed loop: set at spawn)"),
+    Field("status", np.int8, "N", 0, "ReqStatus", "lifecycle code"),
+    Field("rank", np.int32, "N", -1, "index", "scheduler rank = worker x D + dp_rank"),
+    Field("num_computed", np.int64, "N", 0, "tokens", "tokens whose KV exists or is scheduled"),
+    Field("num_generated", np.int64, "N", 0, "tokens", "output tokens emitted so far"),
+    Field("sched_tokens", np.int64, "N", 0, "tokens", "tokens scheduled in the in-flight pass"),
+    Field("computed_before", np.int64, "N", 0, "tokens", "num_computed when last scheduled"),
+    Field("slot", np.int32, "N", -1, "index", "block-table row while it holds KV"),
+    Field("wait_next", np.int32, "N", -1, "index", "next request in its rank's waiting queue"),
+    Field("first_admit_ms", np.float64, "N", np.nan, "ms", "start of its first scheduled pass"),
+    Field("first_token_ms", np.float64, "N", np.nan, "ms", "first token time"),
+    Field("second_token_ms", np.float64, "N", np.nan, "ms", "second token time"),
+    Field("last_token_ms", np.float64, "N", np.nan, "ms", "latest token time"),
+    Field("terminal_ms", np.float64, "N", np.nan, "ms", "completion or rejection time"),
+    Field("num_admissions", np.int32, "N", 0, "count", "admissions including readmissions"),
+    Field("reused_first", np.int64, "N", 0, "tokens", "prefix-cache hit at first admission"),
+    Field("reused_max", np.int64, "N", 0, "tokens", "largest prefix-cache hit over admissions"),
+    Field("pfx_start", np.int64, "N", 0, "index", "start of its shareable block hashes"),
+    Field("pfx_len", np.int32, "N", 0, "blocks", "number of shareable leading block hashes"),
+)
+
+RANK_FIELDS = (
+    Field("run_list", np.int32, "R,S", -1, "request index", "running requests, admission order"),
+    Field("run_len", np.int32, "R", 0, "count", "running requests"),
+    Field("wait_head", np.int32, "R", -1, "request index", "waiting queue head (FIFO)"),
+    Field("wait_tail", np.int32, "R", -1, "request index", "waiting queue tail"),
+    Field("wait_len", np.int32, "R", 0, "count", "waiting requests"),
+    Field("capacity_bound", np.bool_, "R", False, "flag",
+          "prefill_schedule_interval: last undeferred pass left requests waiting"),
+    Field("num_referenced", np.int64, "R", 0, "blocks", "blocks referenced by live requests"),
+    Field("lru_head", np.int32, "R", -1, "block", "least recently freed cached block"),
+    Field("lru_tail", np.int32, "R", -1, "block", "most recently freed cached block"),
+    Field("lru_len", np.int64, "R", 0, "blocks", "evictable cached blocks"),
+    Field("clean_top", np.int64, "R", 0, "blocks", "unhashed free blocks on the clean stack"),
+    Field("slot_top", np.int32, "R", 0, "count", "free block-table rows on the slot stack"),
+    Field("in_pass", np.bool_, "R", False, "flag", "the rank takes part in its worker's pass"),
+    Field("deferred", np.bool_, "R", False, "flag", "the in-flight pass deferred prefills"),
+    Field("preempted", np.bool_, "R", False, "flag", "the in-flight pass preempted a request"),
+)
+
+BLOCK_FIELDS = (
+    Field("ref", np.int32, "R*B", 0, "count", "live requests referencing the block"),
+    Field("hash", np.uint64, "R*B", 0, "key", "prefix-cache map key, 0 = not cached"),
+    Field("lru_prev", np.int32, "R*B", -1, "block", "LRU list link"),
+    Field("lru_next", np.int32, "R*B", -1, "block", "LRU list link"),
+    Field("clean_stack", np.int32, "R*B", -1, "block", "per-rank stacks of unhashed free blocks"),
+    Field("map_keys", np.uint64, "M", 0, "key", "open-addressing map: key (0 = empty)"),
+    Field("map_vals", np.int32, "M", -1, "block", "open-addressing map: block id"),
+    Field("slot_blocks", np.int32, "R*S,K", -1, "block", "block table, one row per slot"),
+    Field("slot_nblk", np.int32, "R*S", 0, "blocks", "blocks held by the slot's request"),
+    Field("slot_nhashed", np.int32, "R*S", 0, "blocks", "leading blocks already cached"),
+    Field("slot_stack", np.int32, "R*S", -1, "slot", "per-rank stacks of free slots"),
+)
+
+WORKER_FIELDS = (
+    Field("busy", np.bool_, "W", False, "flag", "a pass is in flight"),
+    Field("pass_start_ms", np.float64, "W", 0.0, "ms", "start of the in-flight pass"),
+    Field("pass_end_ms", np.float64, "W", 0.0, "ms", "end of the in-flight pass"),
+    Field("step", np.int64, "W", 0, "count", "group pass counter (prefill_schedule_interval)"),
+    Field("ready_ms", np.float64, "W", 0.0, "ms", "time the worker finishes starting up"),
+    Field("busy_ms", np.float64, "W", 0.0, "ms", "sum of pass durations"),
+    Field("num_passes", np.int64, "W", 0, "count", "passes run"),
+)
+
+STATS_FIELDS = (
+    Field("acc", np.float64, "2,5", 0.0, "ms | tokens/s",
+          "ITL / per-user throughput: sum, Welford mean, Welford M2, min, max"),
+    Field("cnt", np.int64, "2,2", 0, "count", "samples, samples in the zero bucket"),
+    Field("run", np.float64, "2", 0.0, "ms | count",
+          "pending run of equal ITL gaps not yet merged: gap value, repeat count"),
+    Field("bins", np.int64, f"2,{SKETCH_BINS}", 0, "count", "DDSketch positive-key counts"),
+    Field("counters", np.int64, "8", 0, "tokens | count",
+          "committed_prefill_tokens, passes, preemptions, rejections, admissions, spawned, "
+          "log length, unused"),
+)
+
+LOG_FIELDS = (
+    Field("req", np.int32, "A", -1, "request index", "admitted request"),
+    Field("at_ms", np.float64, "A", 0.0, "ms", "pass start of the admission"),
+    Field("reused", np.int64, "A", 0, "tokens", "prefix-cache hit of the admission"),
+    Field("readmit", np.bool_, "A", False, "flag", "admission after a preemption"),
+)
+
+# counters columns
+CNT_COMMITTED = 0
+CNT_PASSES = 1
+CNT_PREEMPTIONS = 2
+CNT_REJECTIONS = 3
+CNT_ADMISSIONS = 4
+CNT_SPAWNED = 5
+CNT_LOG = 6
+
+
+class RequestState(NamedTuple):
+    prompt_len: np.ndarray
+    output_len: np.ndarray
+    arrival_ms: np.ndarray
+    status: np.ndarray
+    rank: np.ndarray
+    num_computed: np.ndarray
+    num_generated: np.ndarray
+    sched_tokens: np.ndarray
+    computed_before: np.ndarray
+    slot: np.ndarray
+    wait_next: np.ndarray
+    first_admit_ms: np.ndarray
+    first_token_ms: np.ndarray
+    second_token_ms: np.ndarray
+    last_token_ms: np.ndarray
+    terminal_ms: np.ndarray
+    num_admissions: np.ndarray
+    reused_first: np.ndarray
+    reused_max: np.ndarray
+    pfx_start: np.ndarray
+    pfx_len: np.ndarray
+
+
+class RankState(NamedTuple):
+    run_list: np.ndarray
+    run_len: np.ndarray
+    wait_head: np.ndarray
+    wait_tail: np.ndarray
+    wait_len: np.ndarray
+    capacity_bound: np.ndarray
+    num_referenced: np.ndarray
+    lru_head: np.ndarray
+    lru_tail: np.ndarray
+    lru_len: np.ndarray
+    clean_top: np.ndarray
+    slot_top: np.ndarray
+    in_pass: np.ndarray
+    deferred: np.ndarray
+    preempted: np.ndarray
+
+
+class BlockState(NamedTuple):
+    ref: np.ndarray
+    hash: np.ndarray
+    lru_prev: np.ndarray
+    lru_next: np.ndarray
+    clean_stack: np.ndarray
+    map_keys: np.ndarray
+    map_vals: np.ndarray
+    slot_blocks: np.ndarray
+    slot_nblk: np.ndarray
+    slot_nhashed: np.ndarray
+    slot_stack: np.ndarray
+
+
+class WorkerState(NamedTuple):
+    busy: np.ndarray
+    pass_start_ms: np.ndarray
+    pass_end_ms: np.ndarray
+    step: np.ndarray
+    ready_ms: np.ndarray
+    busy_ms: np.ndarray
+    num_passes: np.ndarray
+
+
+class StatsState(NamedTuple):
+    acc: np.ndarray
+    cnt: np.ndarray
+    run: np.ndarray
+    bins: np.ndarray
+    counters: np.ndarray
+
+
+class AdmissionLog(NamedTuple):
+    req: np.ndarray
+    at_ms: np.ndarray
+    reused: np.ndarray
+    readmit: np.ndarray
+
+
+def _alloc(cls: type, fields: tuple[Field, ...], dims: dict[str, int]):
+    arrays = []
+    for f in fields:
+        shape = tuple(_eval_dim(part, dims) for part in f.shape.split(","))
+        arrays.append(np.full(shape, f.fill, dtype=f.dtype))
+    return cls(*arrays)
+
+
+def _eval_dim(expr: str, dims: dict[str, int]) -> int:
+    value = 1
+    for factor in expr.split("*"):
+        value *= dims[factor] if factor in dims else int(factor)
+    return value
+
+
+def allocate(n_requests: int, n_ranks: int, n_workers: int, max_running: int,
+             blocks_per_rank: int, row_blocks: int, log_capacity: int):
+    """Allocate every buffer for one run and put the KV pools in their initial state."""
+    map_slots = 1 << max(4, int(2 * n_ranks * blocks_per_rank).bit_length())
+    dims = {"N": n_requests, "R": n_ranks, "W": n_workers, "S": max_running,
+            "B": blocks_per_rank, "K": row_blocks, "M": map_slots, "A": log_capacity}
+    req = _alloc(RequestState, REQUEST_FIELDS, dims)
+    ranks = _alloc(RankState, RANK_FIELDS, dims)
+    blocks = _alloc(BlockState, BLOCK_FIELDS, dims)
+    workers = _alloc(WorkerState, WORKER_FIELDS, dims)
+    stats = _alloc(StatsState, STATS_FIELDS, dims)
+    log = _alloc(AdmissionLog, LOG_FIELDS, dims)
+    # Every block starts on its rank's clean stack, popped lowest id first.
+    for r in range(n_ranks):
+        base = r * blocks_per_rank
+        blocks.clean_stack[base:base + blocks_per_rank] = np.arange(
+            base + blocks_per_rank - 1, base - 1, -1, dtype=np.int32)
+        sbase = r * max_running
+        blocks.slot_stack[sbase:sbase + max_running] = np.arange(
+            sbase + max_running - 1, sbase - 1, -1, dtype=np.int32)
+    ranks.clean_top[:] = blocks_per_rank
+    ranks.slot_top[:] = max_running
+    stats.acc[:, 3] = np.inf
+    stats.acc[:, 4] = -np.inf
+    return req, ranks, blocks, workers, stats, log
+
+
+def check_invariants(ranks: RankState, blocks: BlockState, req: RequestState,
+                     blocks_per_rank: int) -> None:
+    """Plain-Python checks used by tests after every pass: raises AssertionError."""
+    n_ranks = len(ranks.run_len)
+    for r in range(n_ranks):
+        base = r * blocks_per_rank
+        refs = blocks.ref[base:base + blocks_per_rank]
+        assert (refs >= 0).all(), "negative ref count"
+        assert int((refs > 0).sum()) == int(ranks.num_referenced[r]), "referenced count drift"
+        owned: dict[int, int] = {}
+        for i in ranks.run_list[r, : ranks.run_len[r]]:
+            s = req.slot[i]
+            row = blocks.slot_blocks[s, : blocks.slot_nblk[s]]
+            assert len(set(row.tolist())) == len(row), "block twice in one table row"
+            for b in row.tolist():
+                owned[b] = owned.get(b, 0) + 1
+            assert req.num_computed[i] <= req.prompt_len[i] + req.num_generated[i]
+        for b, count in owned.items():
+            assert blocks.ref[b] == count, f"block {b}: ref {blocks.ref[b]} != owners {count}"
+        free = int(ranks.clean_top[r]) + int(ranks.lru_len[r])
+        assert free + int(ranks.num_referenced[r]) == blocks_per_rank, "blocks not conserved"

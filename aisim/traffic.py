@@ -1,0 +1,63 @@
+"""Requests as arrays: lengths, open-loop arrival times and shareable prefix-block hashes."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from aisim.engine.spec import EngineSpec
+
+
+class Traffic(NamedTuple):
+    prompt_len: np.ndarray  # int64[N] tokens
+    requested_output_len: np.ndarray  # int64[N] tokens, as configured
+    output_len: np.ndarray  # int64[N] tokens the request will emit (truncated / clamped)
+    arrival_ms: np.ndarray  # float64[N] ms (open loop); zeros for closed loop
+    pfx_start: np.ndarray  # int64[N] start of the request's slice of pfx_hash
+    pfx_len: np.ndarray  # int32[N] shareable leading blocks
+    pfx_hash: np.ndarray  # uint64[*] chained content hashes of shareable blocks
+
+
+def _chain_hashes(contents: np.ndarray) -> np.ndarray:
+    """Hash chain over block contents: a block matches only when all its parents match."""
+    out = np.empty(len(contents), dtype=np.uint64)
+    h = 0x243F6A8885A308D3
+    mask = (1 << 62) - 1  # bit 62 is reserved for blocks no other request can share
+    for k, c in enumerate(contents.tolist()):
+        h = (h * 0x100000001B3 ^ (int(c) + 0x9E3779B97F4A7C15)) & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 29
+        out[k] = (h & mask) | 1
+    return out
+
+
+def synthetic(spec: EngineSpec) -> Traffic:
+    n = spec.num_requests
+    p, o = spec.input_tokens, spec.output_tokens
+    prompt = np.full(n, p, dtype=np.int64)
+    requested = np.full(n, o, dtype=np.int64)
+    out = requested.copy()
+    if spec.max_model_len is not None and p < spec.max_model_len:
+        out = np.minimum(out, spec.max_model_len - p)
+    if spec.backend == "trtllm":
+        # TRT-LLM clamps max_output_tokens to what the KV pool can hold at enqueue
+        out = np.minimum(out, spec.num_blocks * spec.block_size - prompt)
+    # Every request shares the first cached_prefix_tokens tokens; full blocks of it are shareable.
+    shared_blocks = spec.cached_prefix_tokens // spec.block_size
+    pfx_hash = _chain_hashes(np.arange(shared_blocks, dtype=np.int64))
+    arrival = np.zeros(n, dtype=np.float64)
+    if spec.load == "poisson":
+        from aisim.kernels.rng import poisson_arrivals_ms
+
+        arrival = poisson_arrivals_ms(np.uint64(spec.seed), float(spec.rate_per_s), n)
+    elif spec.load == "constant_rate":
+        arrival = np.arange(n, dtype=np.float64) * 1000.0 / spec.rate_per_s
+    return Traffic(
+        prompt_len=prompt,
+        requested_output_len=requested,
+        output_len=out,
+        arrival_ms=arrival,
+        pfx_start=np.zeros(n, dtype=np.int64),
+        pfx_len=np.full(n, shared_blocks, dtype=np.int32),
+        pfx_hash=pfx_hash,
+    )

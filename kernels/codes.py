@@ -1,0 +1,60 @@
+"""Integer codes shared by the kernels and the Python side (one definition each)."""
+
+from enum import IntEnum
+
+
+class ReqStatus(IntEnum):
+    """Lifecycle of one request; everything >= FINISHED is terminal."""
+
+    NOT_ARRIVED = 0
+    WAITING = 1  # in a rank's waiting queue (fresh or preempted)
+    RUNNING = 2
+    FINISHED = 3  # completed: reached its output length or max_model_len
+    REJECTED = 4  # prompt too long for max_model_len or the KV pool
+
+
+class Backend(IntEnum):
+    VLLM = 0
+    TRTLLM = 1
+
+
+class TimingKind(IntEnum):
+    FIXED = 0
+    POLYNOMIAL = 1
+
+
+class LoadKind(IntEnum):
+    CONCURRENCY = 0  # closed loop: a terminal request spawns the next one at that instant
+    OPEN = 1  # arrival times known in advance (poisson, constant rate)
+
+
+class RunResult(IntEnum):
+    """What the event loop returns; anything but OK is turned into an error by the caller."""
+
+    OK = 0
+    STALLED = 1  # a worker can make no progress (effect-free zero-duration pass)
+    TRT_PREEMPTION = 2  # TRT-LLM reservation failed to cover an allocation (internal error)
+    LOG_FULL = 3  # the admission log needs a larger capacity; the caller reruns
+    SLOT_TABLE_FULL = 4  # a request outgrew its block-table row (internal error)
+
+
+class Stat(IntEnum):
+    """Rows of the streamed gap statistics (ITL and per-user throughput)."""
+
+    ITL = 0
+    TPUT = 1
+
+
+# Streamed-statistics float columns: sum, Welford mean, Welford M2, min, max.
+ACC_SUM = 0
+ACC_MEAN = 1
+ACC_M2 = 2
+ACC_MIN = 3
+ACC_MAX = 4
+# Streamed-statistics count columns: samples, samples in the zero bucket.
+CNT_N = 0
+CNT_ZERO = 1
+
+# DDSketch key range per sign (AISimulate keeps up to 32768 bins).
+SKETCH_OFFSET = 16384
+SKETCH_BINS = 32768

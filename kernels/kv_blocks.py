@@ -1,0 +1,243 @@
+"""KV block pool of one scheduler rank: allocation, freeing, prefix-cache map and LRU eviction.
+
+Mirrors vLLM v1 `BlockPool` / `KVCacheManager` as AISimulate models them: a request owns
+ceil(tokens / block_size) blocks; every full computed block is registered under its content
+hash as soon as it is scheduled (so later requests of the same pass can hit it); freed cached
+blocks join an LRU list tail-first and stay matchable until evicted; unhashed blocks are freed
+outright and are reused before any cached block is evicted.
+
+Blocks are global ids `rank * B + i`; per-rank heads and counts live in RankState.
+"""
+
+import numpy as np
+
+from aisim.kernels._jit import helper
+
+_EMPTY = np.uint64(0)
+_UNIQUE_BIT = np.uint64(1) << np.uint64(62)
+_MIX_A = np.uint64(0x9E3779B97F4A7C15)
+_MIX_B = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_C = np.uint64(0x94D049BB133111EB)
+
+
+@helper
+def mix64(x):
+    """splitmix64 finaliser: a bijective 64-bit scramble."""
+    z = x + _MIX_A
+    z = (z ^ (z >> np.uint64(30))) * _MIX_B
+    z = (z ^ (z >> np.uint64(27))) * _MIX_C
+    return z ^ (z >> np.uint64(31))
+
+
+@helper
+def block_key(req, pfx_hash, i, j, rank):
+    """Map key of block j of request i on a rank (never 0).
+
+    Leading shareable blocks take their content hash from the request's prefix slice; every
+    other block holds tokens no other request has, so its key is unique to (request, block).
+    """
+    if j < req.pfx_len[i]:
+        h = pfx_hash[req.pfx_start[i] + j]
+    else:
+        h = _UNIQUE_BIT | (np.uint64(i) << np.uint64(24)) | np.uint64(j)
+    k = mix64(h ^ mix64(np.uint64(rank)))
+    if k == _EMPTY:
+        k = np.uint64(1)
+    return k
+
+
+@helper
+def map_find(blocks, key):
+    keys = blocks.map_keys
+    mask = np.uint64(keys.shape[0] - 1)
+    pos = np.int64(key & mask)
+    while True:
+        k = keys[pos]
+        if k == key:
+            return blocks.map_vals[pos]
+        if k == _EMPTY:
+            return -1
+        pos = (pos + 1) & np.int64(mask)
+
+
+@helper
+def map_insert(blocks, key, block):
+    """Insert key -> block unless the key is present; returns True when inserted."""
+    keys = blocks.map_keys
+    mask = keys.shape[0] - 1
+    pos = np.int64(key & np.uint64(mask))
+    while True:
+        k = keys[pos]
+        if k == key:
+            return False
+        if k == _EMPTY:
+            keys[pos] = key
+            blocks.map_vals[pos] = block
+            return True
+        pos = (pos + 1) & mask
+
+
+@helper
+def map_delete(blocks, key):
+    """Linear-probing delete with backward shift (no tombstones)."""
+    keys = blocks.map_keys
+    vals = blocks.map_vals
+    mask = keys.shape[0] - 1
+    pos = np.int64(key & np.uint64(mask))
+    while keys[pos] != key:
+        if keys[pos] == _EMPTY:
+            return
+        pos = (pos + 1) & mask
+    hole = pos
+    nxt = (hole + 1) & mask
+    while keys[nxt] != _EMPTY:
+        home = np.int64(keys[nxt] & np.uint64(mask))
+        # move the entry back if its home is not in the cyclic range (hole, nxt]
+        if (nxt > hole and (home <= hole or home > nxt)) or (
+            nxt < hole and (home <= hole and home > nxt)
+        ):
+            keys[hole] = keys[nxt]
+            vals[hole] = vals[nxt]
+            hole = nxt
+        nxt = (nxt + 1) & mask
+    keys[hole] = _EMPTY
+    vals[hole] = -1
+
+
+@helper
+def lru_unlink(ranks, blocks, r, b):
+    p = blocks.lru_prev[b]
+    n = blocks.lru_next[b]
+    if p >= 0:
+        blocks.lru_next[p] = n
+    else:
+        ranks.lru_head[r] = n
+    if n >= 0:
+        blocks.lru_prev[n] = p
+    else:
+        ranks.lru_tail[r] = p
+    blocks.lru_prev[b] = -1
+    blocks.lru_next[b] = -1
+    ranks.lru_len[r] -= 1
+
+
+@helper
+def lru_append(ranks, blocks, r, b):
+    t = ranks.lru_tail[r]
+    blocks.lru_prev[b] = t
+    blocks.lru_next[b] = -1
+    if t >= 0:
+        blocks.lru_next[t] = b
+    else:
+        ranks.lru_head[r] = b
+    ranks.lru_tail[r] = b
+    ranks.lru_len[r] += 1
+
+
+@helper
+def num_free(ranks, r):
+    """Blocks a rank can hand out: unhashed free plus evictable cached blocks."""
+    return ranks.clean_top[r] + ranks.lru_len[r]
+
+
+@helper
+def take_block(ranks, blocks, r, num_blocks):
+    """Pop a free block (clean first, else evict the LRU head) and reference it once."""
+    top = ranks.clean_top[r]
+    if top > 0:
+        b = blocks.clean_stack[r * num_blocks + top - 1]
+        ranks.clean_top[r] = top - 1
+    else:
+        b = ranks.lru_head[r]
+        lru_unlink(ranks, blocks, r, b)
+        map_delete(blocks, blocks.hash[b])
+        blocks.hash[b] = _EMPTY
+    blocks.ref[b] = 1
+    ranks.num_referenced[r] += 1
+    return b
+
+
+@helper
+def grow_slot(ranks, blocks, r, slot, target_blocks, num_blocks):
+    """Append blocks to a table row until it holds target_blocks (caller checked num_free)."""
+    n = blocks.slot_nblk[slot]
+    while n < target_blocks:
+        blocks.slot_blocks[slot, n] = take_block(ranks, blocks, r, num_blocks)
+        n += 1
+    blocks.slot_nblk[slot] = n
+
+
+@helper
+def ref_hit_block(ranks, blocks, r, b):
+    if blocks.ref[b] == 0:
+        lru_unlink(ranks, blocks, r, b)
+        ranks.num_referenced[r] += 1
+    blocks.ref[b] += 1
+
+
+@helper
+def register_full_blocks(req, blocks, pfx_hash, i, r, slot, num_computed, block_size):
+    """Cache every block of request i that is now full of computed tokens."""
+    full = num_computed // block_size
+    j = blocks.slot_nhashed[slot]
+    while j < full:
+        b = blocks.slot_blocks[slot, j]
+        if blocks.hash[b] == _EMPTY:
+            key = block_key(req, pfx_hash, i, j, r)
+            if map_insert(blocks, key, b):
+                blocks.hash[b] = key
+        j += 1
+    if full > blocks.slot_nhashed[slot]:
+        blocks.slot_nhashed[slot] = full
+
+
+@helper
+def release_slot(ranks, blocks, r, slot, num_blocks):
+    """Drop a request's references tail-first; cached blocks become evictable (LRU tail)."""
+    n = blocks.slot_nblk[slot]
+    for jj in range(n - 1, -1, -1):
+        b = blocks.slot_blocks[slot, jj]
+        blocks.slot_blocks[slot, jj] = -1
+        blocks.ref[b] -= 1
+        if blocks.ref[b] == 0:
+            ranks.num_referenced[r] -= 1
+            if blocks.hash[b] != _EMPTY:
+                lru_append(ranks, blocks, r, b)
+            else:
+                top = ranks.clean_top[r]
+                blocks.clean_stack[r * num_blocks + top] = b
+                ranks.clean_top[r] = top + 1
+    blocks.slot_nblk[slot] = 0
+    blocks.slot_nhashed[slot] = 0
+
+
+@helper
+def probe_prefix(req, blocks, pfx_hash, i, r, known_tokens, block_size, enabled):
+    """Leading cached blocks of request i's known sequence, capped so one token is computed.
+
+    Returns (hit_blocks, active_hit_blocks): active hits are held by a live request.
+    """
+    if not enabled:
+        return 0, 0
+    cap = (known_tokens - 1) // block_size
+    hits = 0
+    active = 0
+    while hits < cap:
+        b = map_find(blocks, block_key(req, pfx_hash, i, hits, r))
+        if b < 0:
+            break
+        if blocks.ref[b] > 0:
+            active += 1
+        hits += 1
+    return hits, active
+
+
+@helper
+def attach_hits(req, ranks, blocks, pfx_hash, i, r, slot, hits):
+    """Reference the first `hits` cached blocks of request i as its leading table entries."""
+    for j in range(hits):
+        b = map_find(blocks, block_key(req, pfx_hash, i, j, r))
+        ref_hit_block(ranks, blocks, r, b)
+        blocks.slot_blocks[slot, j] = b
+    blocks.slot_nblk[slot] = hits
+    blocks.slot_nhashed[slot] = hits

@@ -1,0 +1,144 @@
+"""The aggregated-mode event loop: every pass of every worker, from the first arrival to the last
+terminal request, in one compiled call (behaviour.md 3, 5, 9).
+
+At each distinct event time T: finish the passes ending at T (in pass-start order), then route
+requests created at or before T (closed-loop replacements first, they have lower indices), then
+start a pass on every idle worker that has work. A worker's `attention_data` ranks run in
+lock-step: each rank schedules and prices its own batch and the group pass lasts as long as the
+slowest participating rank.
+"""
+
+import numpy as np
+
+from aisim.kernels import sched
+from aisim.kernels._jit import kernel
+from aisim.kernels.codes import LoadKind, ReqStatus, RunResult
+from aisim.kernels.tokstats import flush_gaps
+
+
+@kernel
+def _worker_has_work(p, ranks, w):
+    for d in range(p.dp_size):
+        r = w * p.dp_size + d
+        if ranks.run_len[r] > 0 or ranks.wait_len[r] > 0:
+            return True
+    return False
+
+
+@kernel
+def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, w, t_ms):
+    """Schedule every rank of worker w with work; returns flags (0 when nothing ran)."""
+    dur_max = np.int64(0)
+    flags = 0
+    ran = False
+    step = workers.step[w]
+    for d in range(p.dp_size):
+        r = w * p.dp_size + d
+        if ranks.run_len[r] == 0 and ranks.wait_len[r] == 0:
+            ranks.in_pass[r] = False
+            continue
+        ranks.in_pass[r] = True
+        ran = True
+        dur, f = sched.schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, step)
+        flags |= f
+        if dur > dur_max:
+            dur_max = dur
+    if not ran:
+        return 0
+    workers.busy[w] = True
+    workers.pass_start_ms[w] = t_ms
+    workers.pass_end_ms[w] = t_ms + dur_max / 1e6
+    workers.busy_ms[w] += dur_max / 1e6
+    workers.num_passes[w] += 1
+    stats.counters[sched.CNT_PASSES] += 1
+    if dur_max == 0 and not (flags & sched.SCHED_PROGRESS):
+        return flags | 1 << 8  # stalled marker
+    return flags | 1 << 9  # started marker
+
+
+@kernel
+def _finish_pass(p, req, ranks, blocks, workers, stats, w, t_ms):
+    empty = True
+    for d in range(p.dp_size):
+        r = w * p.dp_size + d
+        if ranks.in_pass[r]:
+            sched.emit_rank(p, req, ranks, blocks, stats, r, t_ms)
+            ranks.in_pass[r] = False
+        if ranks.run_len[r] > 0 or ranks.wait_len[r] > 0:
+            empty = False
+    workers.busy[w] = False
+    if empty:
+        workers.step[w] = 0
+    else:
+        workers.step[w] += 1
+
+
+@kernel
+def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash):
+    """Advance the whole simulation. Returns (RunResult code, detail index)."""
+    n_req = req.prompt_len.shape[0]
+    n_workers = p.num_workers
+    rr_rank = np.zeros(n_workers, dtype=np.int64)
+    rr_worker = 0
+    routed = 0
+    if p.load_kind == LoadKind.CONCURRENCY:
+        first = min(p.concurrency, n_req)
+        for k in range(first):
+            req.arrival_ms[k] = 0.0
+        stats.counters[sched.CNT_SPAWNED] = first
+    else:
+        stats.counters[sched.CNT_SPAWNED] = n_req
+    t = 0.0
+    while True:
+        # --- next event time
+        t_next = np.inf
+        for w in range(n_workers):
+            if workers.busy[w]:
+                if workers.pass_end_ms[w] < t_next:
+                    t_next = workers.pass_end_ms[w]
+            elif workers.ready_ms[w] > t and _worker_has_work(p, ranks, w):
+                if workers.ready_ms[w] < t_next:
+                    t_next = workers.ready_ms[w]
+        if routed < stats.counters[sched.CNT_SPAWNED]:
+            a = req.arrival_ms[routed]
+            if a < t_next:
+                t_next = a if a > t else t
+        if t_next == np.inf:
+            break
+        t = t_next
+        # --- pass completions at t, in pass-start order
+        while True:
+            best = -1
+            for w in range(n_workers):
+                if workers.busy[w] and workers.pass_end_ms[w] <= t:
+                    if best < 0 or workers.pass_start_ms[w] < workers.pass_start_ms[best]:
+                        best = w
+            if best < 0:
+                break
+            _finish_pass(p, req, ranks, blocks, workers, stats, best, t)
+        # --- route every request that exists by now (round robin over workers, then ranks)
+        while routed < stats.counters[sched.CNT_SPAWNED] and req.arrival_ms[routed] <= t:
+            w = rr_worker % n_workers
+            rr_worker += 1
+            d = rr_rank[w] % p.dp_size
+            rr_rank[w] += 1
+            r = w * p.dp_size + d
+            req.rank[routed] = r
+            req.status[routed] = ReqStatus.WAITING
+            sched.push_waiting_back(req, ranks, r, routed)
+            routed += 1
+        # --- start passes on idle, ready workers with work
+        for w in range(n_workers):
+            if workers.busy[w] or workers.ready_ms[w] > t:
+                continue
+            if not _worker_has_work(p, ranks, w):
+                continue
+            flags = _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, w, t)
+            if flags & sched.SCHED_TRT_PREEMPT:
+                return RunResult.TRT_PREEMPTION, w
+            if flags & sched.SCHED_LOG_FULL:
+                return RunResult.LOG_FULL, w
+            if flags & (1 << 8):
+                return RunResult.STALLED, w
+    flush_gaps(stats)
+    return RunResult.OK, -1

@@ -1,0 +1,418 @@
+"""One scheduler pass of one rank: vLLM v1 scheduling with the TRT-LLM admission differences.
+
+Mirrors vLLM v1 `Scheduler.schedule` as AISimulate runs it (behaviour.md 4, 6, 7, 17): running
+requests first in list order, each taking min(remaining known tokens, budget); a failed block
+allocation preempts the LAST running request (LIFO, possibly itself) and blocks admission for the
+pass; then FCFS admission with head-of-line blocking. vLLM admits when the whole known sequence
+fits in the blocks not referenced by live requests; TRT-LLM (GUARANTEED_NO_EVICT) admits when
+the request's to-completion footprint fits beside the to-completion needs of running requests,
+and therefore never preempts.
+
+All tokens of a pass are stamped at its end, where `emit_rank` advances outputs and retires
+requests.
+"""
+
+import numpy as np
+
+from aisim.kernels import kv_blocks as kv
+from aisim.kernels._jit import helper, kernel
+from aisim.kernels.codes import Backend, LoadKind, ReqStatus, TimingKind
+from aisim.kernels.tokstats import record_gap
+
+# state.py counters columns (kept in sync by tests/test_state.py)
+CNT_COMMITTED = 0
+CNT_PASSES = 1
+CNT_PREEMPTIONS = 2
+CNT_REJECTIONS = 3
+CNT_ADMISSIONS = 4
+CNT_SPAWNED = 5
+CNT_LOG = 6
+
+# schedule_rank status flags
+SCHED_PROGRESS = 1
+SCHED_TRT_PREEMPT = 2
+SCHED_LOG_FULL = 4
+
+
+@helper
+def ceil_div(a, b):
+    return -((-a) // b)
+
+
+@helper
+def round_ns(ms):
+    """A phase duration as AISimulate's clock adds it: whole nanoseconds, nearest."""
+    if ms <= 0.0:
+        return np.int64(0)
+    return np.int64(np.floor(ms * 1e6 + 0.5))
+
+
+@helper
+def spawn_next(p, req, stats, t_ms):
+    """Closed loop: a request reaching a terminal state brings in the next one at t_ms."""
+    if p.load_kind == LoadKind.CONCURRENCY:
+        k = stats.counters[CNT_SPAWNED]
+        if k < req.prompt_len.shape[0]:
+            req.arrival_ms[k] = t_ms
+            stats.counters[CNT_SPAWNED] = k + 1
+
+
+@helper
+def push_waiting_back(req, ranks, r, i):
+    req.wait_next[i] = -1
+    t = ranks.wait_tail[r]
+    if t >= 0:
+        req.wait_next[t] = i
+    else:
+        ranks.wait_head[r] = i
+    ranks.wait_tail[r] = i
+    ranks.wait_len[r] += 1
+
+
+@helper
+def push_waiting_front(req, ranks, r, i):
+    h = ranks.wait_head[r]
+    req.wait_next[i] = h
+    ranks.wait_head[r] = i
+    if h < 0:
+        ranks.wait_tail[r] = i
+    ranks.wait_len[r] += 1
+
+
+@helper
+def pop_waiting(req, ranks, r):
+    i = ranks.wait_head[r]
+    n = req.wait_next[i]
+    ranks.wait_head[r] = n
+    if n < 0:
+        ranks.wait_tail[r] = -1
+    req.wait_next[i] = -1
+    ranks.wait_len[r] -= 1
+    return i
+
+
+@helper
+def free_request_kv(p, req, ranks, blocks, r, i):
+    s = req.slot[i]
+    kv.release_slot(ranks, blocks, r, s, p.num_blocks)
+    top = ranks.slot_top[r]
+    blocks.slot_stack[r * p.max_seqs + top] = s
+    ranks.slot_top[r] = top + 1
+    req.slot[i] = -1
+
+
+@kernel
+def preempt_last(p, req, ranks, blocks, stats, r):
+    """Evict the last running request: free its KV, recompute later from the queue front."""
+    n = ranks.run_len[r] - 1
+    v = ranks.run_list[r, n]
+    ranks.run_list[r, n] = -1
+    ranks.run_len[r] = n
+    free_request_kv(p, req, ranks, blocks, r, v)
+    req.num_computed[v] = 0
+    req.sched_tokens[v] = 0
+    req.status[v] = ReqStatus.WAITING
+    push_waiting_front(req, ranks, r, v)
+    stats.counters[CNT_PREEMPTIONS] += 1
+    return v
+
+
+@kernel
+def reject(p, req, stats, i, t_ms):
+    req.status[i] = ReqStatus.REJECTED
+    req.terminal_ms[i] = t_ms
+    stats.counters[CNT_REJECTIONS] += 1
+    spawn_next(p, req, stats, t_ms)
+
+
+@helper
+def trt_outstanding(p, req, blocks, ranks, r):
+    """Blocks running requests will still need to reach completion (TRT-LLM reservation)."""
+    total = 0
+    for k in range(ranks.run_len[r]):
+        q = ranks.run_list[r, k]
+        full = ceil_div(req.prompt_len[q] + req.output_len[q], p.block_size)
+        total += full - blocks.slot_nblk[req.slot[q]]
+    return total
+
+
+@kernel
+def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer):
+    """Running requests in list order. Returns (budget left, flags, preempted)."""
+    # Arrays are bound to locals once: reading a NamedTuple field inside the loop costs an
+    # atomic reference-count pair per access.
+    bs = p.block_size
+    run_list = ranks.run_list
+    prompt_len = req.prompt_len
+    num_computed = req.num_computed
+    num_generated = req.num_generated
+    slots = req.slot
+    slot_nblk = blocks.slot_nblk
+    slot_nhashed = blocks.slot_nhashed
+    sched_tokens = req.sched_tokens
+    computed_before = req.computed_before
+    flags = 0
+    committed = 0
+    preempted = False
+    i = 0
+    while i < ranks.run_len[r]:
+        if budget == 0:
+            break
+        q = run_list[r, i]
+        prompt = prompt_len[q]
+        c = num_computed[q]
+        if defer and c < prompt:
+            i += 1
+            continue
+        n = min(prompt + num_generated[q] - c, budget)
+        slot = slots[q]
+        target = ceil_div(c + n, bs)
+        if target > slot_nblk[slot]:
+            need = target - slot_nblk[slot]
+            self_preempted = False
+            while need > kv.num_free(ranks, r):
+                if p.backend == Backend.TRTLLM:
+                    stats.counters[CNT_COMMITTED] += committed
+                    return budget, flags | SCHED_TRT_PREEMPT, preempted
+                v = preempt_last(p, req, ranks, blocks, stats, r)
+                preempted = True
+                flags |= SCHED_PROGRESS
+                if v == q:
+                    self_preempted = True
+                    break
+            if self_preempted:
+                break
+            kv.grow_slot(ranks, blocks, r, slot, target, p.num_blocks)
+        computed_before[q] = c
+        sched_tokens[q] = n
+        num_computed[q] = c + n
+        if p.prefix_caching and (c + n) // bs > slot_nhashed[slot]:
+            kv.register_full_blocks(req, blocks, pfx_hash, q, r, slot, c + n, bs)
+        if c < prompt:
+            committed += n
+        budget -= n
+        flags |= SCHED_PROGRESS
+        i += 1
+    stats.counters[CNT_COMMITTED] += committed
+    return budget, flags, preempted
+
+
+@kernel
+def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, defer):
+    """FCFS admission with head-of-line blocking. Returns (budget left, flags)."""
+    bs = p.block_size
+    nb = p.num_blocks
+    flags = 0
+    outstanding = 0
+    if p.backend == Backend.TRTLLM:
+        outstanding = trt_outstanding(p, req, blocks, ranks, r)
+    while ranks.wait_len[r] > 0 and ranks.run_len[r] < p.max_seqs:
+        q = ranks.wait_head[r]
+        prompt = req.prompt_len[q]
+        known = prompt + req.num_generated[q]
+        fresh = req.num_admissions[q] == 0
+        too_big = prompt >= p.max_model_len
+        if fresh and not too_big:
+            if p.backend == Backend.TRTLLM:
+                too_big = req.output_len[q] <= 0
+            else:
+                too_big = ceil_div(prompt, bs) > nb
+        if too_big:
+            pop_waiting(req, ranks, r)
+            reject(p, req, stats, q, t_ms)
+            flags |= SCHED_PROGRESS
+            continue
+        hits, active = kv.probe_prefix(req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching)
+        if p.backend == Backend.TRTLLM:
+            need = ceil_div(prompt + req.output_len[q], bs) - active
+            avail = nb - ranks.num_referenced[r] - outstanding
+        else:
+            need = ceil_div(known, bs) - active
+            avail = nb - ranks.num_referenced[r]
+        if need > avail:
+            break
+        hit_tokens = hits * bs
+        remaining = known - hit_tokens
+        n = min(remaining, budget)
+        if n == 0:
+            break
+        if not p.chunked_prefill and remaining > budget:
+            break
+        if defer and remaining > 1:
+            break
+        pop_waiting(req, ranks, r)
+        top = ranks.slot_top[r] - 1
+        slot = blocks.slot_stack[r * p.max_seqs + top]
+        ranks.slot_top[r] = top
+        req.slot[q] = slot
+        ranks.run_list[r, ranks.run_len[r]] = q
+        ranks.run_len[r] += 1
+        req.status[q] = ReqStatus.RUNNING
+        kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits)
+        kv.grow_slot(ranks, blocks, r, slot, ceil_div(hit_tokens + n, bs), nb)
+        req.computed_before[q] = hit_tokens
+        req.sched_tokens[q] = n
+        req.num_computed[q] = hit_tokens + n
+        if p.prefix_caching:
+            kv.register_full_blocks(req, blocks, pfx_hash, q, r, slot, hit_tokens + n, bs)
+        if hit_tokens < prompt:
+            stats.counters[CNT_COMMITTED] += n
+        if fresh:
+            req.first_admit_ms[q] = t_ms
+            req.reused_first[q] = hit_tokens
+        if hit_tokens > req.reused_max[q]:
+            req.reused_max[q] = hit_tokens
+        req.num_admissions[q] += 1
+        stats.counters[CNT_ADMISSIONS] += 1
+        if p.capture:
+            k = stats.counters[CNT_LOG]
+            if k >= log.req.shape[0]:
+                flags |= SCHED_LOG_FULL
+            else:
+                log.req[k] = q
+                log.at_ms[k] = t_ms
+                log.reused[k] = hit_tokens
+                log.readmit[k] = not fresh
+                stats.counters[CNT_LOG] = k + 1
+        if p.backend == Backend.TRTLLM:
+            outstanding += ceil_div(prompt + req.output_len[q], bs) - blocks.slot_nblk[slot]
+        budget -= n
+        flags |= SCHED_PROGRESS
+    return budget, flags
+
+
+@helper
+def has_decoder(req, ranks, r):
+    for k in range(ranks.run_len[r]):
+        q = ranks.run_list[r, k]
+        if req.num_computed[q] >= req.prompt_len[q]:
+            return True
+    return False
+
+
+@helper
+def pass_time(p, bs_p, isl, pfx, bs_d, ctx):
+    """(prefill_ms, decode_ms) of a rank's pass from its batch shape (behaviour.md 4.4)."""
+    prefill = 0.0
+    decode = 0.0
+    if p.timing_kind == TimingKind.FIXED:
+        if bs_p > 0 and isl != pfx:
+            prefill = p.prefill_ms
+        if bs_d > 0:
+            decode = p.decode_ms
+    else:
+        if bs_p > 0 and isl != pfx:
+            t = float(bs_p * (isl - pfx))
+            prefill = 4.209989e-7 * t * t + 1.518344e-2 * t + 16.50142
+        if bs_d > 0:
+            u = min(1.0, float(bs_d * ctx) / float(p.num_blocks * p.block_size))
+            decode = max(1.0, -25.74 * u * u + 54.01 * u + 5.74)
+    return prefill, decode
+
+
+@kernel
+def price_rank(p, req, ranks, r):
+    """Duration (ns) of the rank's scheduled work: prefill set + decode set, rounded per phase."""
+    run_list = ranks.run_list
+    sched_tokens = req.sched_tokens
+    computed_before = req.computed_before
+    prompt_len = req.prompt_len
+    num_generated = req.num_generated
+    bs_p = 0
+    sum_isl = 0
+    sum_pfx = 0
+    bs_d = 0
+    sum_ctx = 0
+    for k in range(ranks.run_len[r]):
+        q = run_list[r, k]
+        n = sched_tokens[q]
+        if n == 0:
+            continue
+        a = computed_before[q]
+        b = a + n
+        prompt = prompt_len[q]
+        if a < prompt:
+            bs_p += 1
+            sum_isl += min(b, prompt)
+            sum_pfx += a
+        g = num_generated[q]
+        if g > 0 and b == prompt + g:
+            bs_d += 1
+            sum_ctx += prompt + g
+    isl = 0
+    pfx = 0
+    ctx = 0
+    if bs_p > 0:
+        isl = sum_isl // bs_p
+        pfx = sum_pfx // bs_p
+    if bs_d > 0:
+        ctx = sum_ctx // bs_d
+    prefill, decode = pass_time(p, bs_p, isl, pfx, bs_d, ctx)
+    return round_ns(prefill) + round_ns(decode)
+
+
+@kernel
+def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, step):
+    """Run one pass's scheduling on rank r at t_ms. Returns (duration_ns, flags)."""
+    defer = False
+    if p.prefill_interval > 1 and step % p.prefill_interval != 0:
+        if not ranks.capacity_bound[r] and has_decoder(req, ranks, r):
+            defer = True
+    budget, flags, preempted = schedule_running(
+        p, req, ranks, blocks, stats, pfx_hash, r, p.max_tokens, defer)
+    if not preempted and not (flags & SCHED_TRT_PREEMPT):
+        budget, aflags = admit_waiting(
+            p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, defer)
+        flags |= aflags
+    if not defer and not preempted:
+        ranks.capacity_bound[r] = ranks.wait_len[r] > 0
+    ranks.deferred[r] = defer
+    ranks.preempted[r] = preempted
+    return price_rank(p, req, ranks, r), flags
+
+
+@kernel
+def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
+    """Pass end on rank r: every request whose known sequence is computed emits one token."""
+    run_list = ranks.run_list
+    sched_tokens = req.sched_tokens
+    num_generated = req.num_generated
+    num_computed = req.num_computed
+    prompt_len = req.prompt_len
+    output_len = req.output_len
+    first_token = req.first_token_ms
+    second_token = req.second_token_ms
+    last_token = req.last_token_ms
+    gap_run = stats.run
+    kept = 0
+    n_run = ranks.run_len[r]
+    for k in range(n_run):
+        q = run_list[r, k]
+        n = sched_tokens[q]
+        sched_tokens[q] = 0
+        g = num_generated[q]
+        if n > 0 and num_computed[q] == prompt_len[q] + g:
+            if g == 0:
+                first_token[q] = t_ms
+            else:
+                gap = t_ms - last_token[q]
+                if gap_run[1] > 0.0 and gap == gap_run[0]:
+                    gap_run[1] += 1.0
+                else:
+                    record_gap(stats, gap)
+                if g == 1:
+                    second_token[q] = t_ms
+            last_token[q] = t_ms
+            g += 1
+            num_generated[q] = g
+            if g >= output_len[q]:
+                free_request_kv(p, req, ranks, blocks, r, q)
+                req.status[q] = ReqStatus.FINISHED
+                req.terminal_ms[q] = t_ms
+                spawn_next(p, req, stats, t_ms)
+                continue
+        run_list[r, kept] = q
+        kept += 1
+    for k in range(kept, n_run):
+        run_list[r, k] = -1
+    ranks.run_len[r] = kept
