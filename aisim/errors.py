@@ -13,6 +13,9 @@ class AisimError(click.ClickException):
     def format_message(self) -> str:
         return self.message
 
+    def show(self, file=None) -> None:
+        click.echo(f"aisim: error: {self.format_message()}", err=True)
+
 
 class ConfigError(AisimError):
     """A config value is wrong; the message names the dotted path and the fix."""
@@ -30,3 +33,6 @@ class NoRequestsCompleted(click.ClickException):
     """The run finished but no request completed (AISimulate exits 1 in this case)."""
 
     exit_code = 1
+
+    def show(self, file=None) -> None:
+        click.echo(f"ERROR: {self.format_message()}", err=True)

@@ -51,7 +51,9 @@ def synthetic(spec: EngineSpec) -> Traffic:
 
         arrival = poisson_arrivals_ms(np.uint64(spec.seed), float(spec.rate_per_s), n)
     elif spec.load == "constant_rate":
-        arrival = np.arange(n, dtype=np.float64) * 1000.0 / spec.rate_per_s
+        # AISimulate accumulates the constant gap in float ms (not k x gap)
+        gap = 1000.0 / spec.rate_per_s
+        arrival = np.concatenate(([0.0], np.cumsum(np.full(n - 1, gap)))) if n else arrival
     return Traffic(
         prompt_len=prompt,
         requested_output_len=requested,

@@ -40,3 +40,10 @@ kernel = partial(numba.njit, cache=True, nogil=True, error_model="numpy")
 # between jitted functions increfs and decrefs every array of each NamedTuple argument, which
 # costs more than the helper's own work (measured: ~400 ns per request per pass without it).
 helper = partial(numba.njit, cache=True, nogil=True, error_model="numpy", inline="always")
+
+
+def cache_is_warm() -> bool:
+    """True when compiled kernels for these exact sources are already on disk."""
+    folder = numba.config.CACHE_DIR
+    return bool(folder) and os.path.isdir(folder) and any(
+        name.endswith(".nbi") for _, _, files in os.walk(folder) for name in files)

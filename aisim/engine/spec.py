@@ -149,7 +149,8 @@ def resolve(cfg) -> EngineSpec:
         timing=timing_kind,
         prefill_ms=float(getattr(timing, "prefill_ms", 0.0) or 0.0),
         decode_ms=float(getattr(timing, "decode_ms", 0.0) or 0.0),
-        startup_ms=float(worker.startup_seconds or 0.0) * 1000.0,
+        # AISimulate 0.13 accepts startup_seconds but its replay ignores it (pinned golden)
+        startup_ms=0.0,
         num_requests=cfg.traffic.stop.num_requests(load),
         load=load_kind,
         concurrency=int(getattr(load, "concurrency", 0) or 0),

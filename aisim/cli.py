@@ -1,0 +1,98 @@
+"""The `aisim` command line. Thin: every command imports its implementation lazily so that
+`aisim --help` and config errors never pay for numba or pyarrow."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from aisim import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="aisim")
+def main() -> None:
+    """GPU-free simulator of LLM inference serving (AISimulate-compatible configs)."""
+
+
+def _config_options(f):
+    f = click.option("--set", "overrides", multiple=True, metavar="PATH=YAML_VALUE",
+                     help="Override a config value before validation (repeatable).")(f)
+    f = click.option("-c", "--config", "config_path", required=True,
+                     type=click.Path(dir_okay=False),
+                     help="AISimulate-style YAML config.")(f)
+    return f
+
+
+@main.command()
+@_config_options
+@click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Write prediction.json (and per-request files) here.")
+@click.option("--overwrite", is_flag=True, help="Replace aisim's files in --output-dir.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="What to print on stdout.")
+@click.option("--capture-per-request", is_flag=True,
+              help="Also write requests.jsonl and requests.parquet (one record per request).")
+def predict(config_path: str, overrides: tuple[str, ...], output_dir: Path | None,
+            overwrite: bool, fmt: str, capture_per_request: bool) -> None:
+    """Simulate one deployment and report TTFT, TPOT, ITL, E2E latency and throughput."""
+    from aisim.errors import NoRequestsCompleted
+    from aisim.output.write import check_output_dir, prediction_sha256, write_outputs
+    from aisim.predict import provenance, run_prediction, summary_json
+
+    if output_dir is not None:
+        check_output_dir(output_dir, overwrite)
+    _note_cold_cache()
+    pred = run_prediction(config_path, overrides, capture=capture_per_request)
+    if output_dir is not None:
+        digest = write_outputs(output_dir, pred.prediction, pred.records, provenance(pred))
+    else:
+        digest = prediction_sha256(pred.prediction)
+    if fmt == "json":
+        click.echo(summary_json(pred, digest))
+    else:
+        from aisim.output.table import render_table
+
+        click.echo(render_table(pred.prediction, pred.spec.role))
+        click.echo(f"prediction_sha256: {digest}")
+        if output_dir is not None:
+            click.echo(f"Saved full report to: {output_dir / 'prediction.json'}")
+    if pred.prediction.get("completed_requests", 0) == 0:
+        raise NoRequestsCompleted(pred.prediction["diagnostic"])
+    _fast_exit()
+
+
+@main.command()
+@_config_options
+def validate(config_path: str, overrides: tuple[str, ...]) -> None:
+    """Check a config without simulating; exit 2 with the first problem."""
+    from aisim.config import load_config
+    from aisim.engine.spec import resolve
+
+    cfg = load_config(config_path, overrides)
+    resolve(cfg)
+    click.echo(f"{config_path}: ok")
+
+
+def _note_cold_cache() -> None:
+    """Tell the user when the first run will compile the kernels (tens of seconds, once)."""
+    from aisim.kernels._jit import cache_is_warm
+
+    if not cache_is_warm():
+        click.echo("aisim: compiling simulation kernels (first run only, ~30 s)...", err=True)
+
+
+def _fast_exit() -> None:
+    # Interpreter teardown with numba loaded costs ~0.1 s; outputs are flushed already.
+    if os.environ.get("AISIM_NO_FAST_EXIT") or "pytest" in sys.modules:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

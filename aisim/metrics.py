@@ -1,0 +1,193 @@
+"""Per-request arrays and streamed gap statistics -> AISimulate's summary fields (behaviour.md 12.2).
+
+One-sample-per-request distributions (TTFT, TTST, TPOT, E2E) are exact: left-to-right float sums,
+population std, nearest-rank percentiles `sorted[round((n-1) p / 100)]`. Per-gap distributions
+(ITL, per-user throughput) report exact mean/std/min/max from the streamed Welford sums and
+percentiles from the DDSketch key counts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from aisim.kernels.codes import (
+    ACC_M2,
+    ACC_MAX,
+    ACC_MEAN,
+    ACC_MIN,
+    ACC_SUM,
+    CNT_N,
+    CNT_ZERO,
+    SKETCH_OFFSET,
+    ReqStatus,
+)
+
+PERCENTILES = (("median", 50), ("p75", 75), ("p90", 90), ("p95", 95), ("p99", 99))
+_ALPHA = 0.001
+_GAMMA = 1.0 + 2.0 * _ALPHA / (1.0 - _ALPHA)
+_LOG_GAMMA = math.log1p(2.0 * _ALPHA / (1.0 - _ALPHA))
+STAT_NAMES = ("ttft_ms", "ttst_ms", "tpot_ms", "e2e_latency_ms", "itl_ms",
+              "output_token_throughput_per_user")
+
+
+def _round_half_away(x: float) -> int:
+    """Rust's f64::round (ties away from zero), as AISimulate's percentile ranks use."""
+    return int(math.floor(x + 0.5))
+
+
+def _exact_stats(name: str, values: np.ndarray) -> dict:
+    n = len(values)
+    out: dict = {}
+    if n == 0:
+        for key in ("mean", "min", "max", "std") + tuple(k for k, _ in PERCENTILES):
+            out[f"{key}_{name}"] = 0.0
+        return out
+    total = 0.0
+    for v in values.tolist():  # plain left-to-right sum: AISimulate's mean to the bit
+        total += v
+    mean = total / n
+    ordered = np.sort(values)
+    out[f"mean_{name}"] = mean
+    out[f"min_{name}"] = float(ordered[0])
+    out[f"max_{name}"] = float(ordered[-1])
+    out[f"std_{name}"] = float(math.sqrt(max(0.0, float(np.mean((values - mean) ** 2)))))
+    for key, pct in PERCENTILES:
+        out[f"{key}_{name}"] = float(ordered[_round_half_away((n - 1) * pct / 100.0)])
+    return out
+
+
+def _sketch_value(key: int) -> float:
+    return math.exp(key * _LOG_GAMMA) * (2.0 / (1.0 + _GAMMA))
+
+
+def _sketch_stats(name: str, acc: np.ndarray, cnt: np.ndarray, bins: np.ndarray) -> dict:
+    n = int(cnt[CNT_N])
+    out: dict = {}
+    if n == 0:
+        for key in ("mean", "min", "max", "std") + tuple(k for k, _ in PERCENTILES):
+            out[f"{key}_{name}"] = 0.0
+        return out
+    out[f"mean_{name}"] = float(acc[ACC_SUM]) / n
+    out[f"min_{name}"] = float(acc[ACC_MIN])
+    out[f"max_{name}"] = float(acc[ACC_MAX])
+    out[f"std_{name}"] = math.sqrt(max(0.0, float(acc[ACC_M2]) / n))
+    zero = int(cnt[CNT_ZERO])
+    nz = np.nonzero(bins)[0]
+    cum = np.cumsum(bins[nz])
+    span = n - 1
+    for key, pct in PERCENTILES:
+        if n == 1:
+            out[f"{key}_{name}"] = float(acc[ACC_MIN])
+            continue
+        rank = _round_half_away(span * pct / 100.0)
+        q = 1.0 if rank >= span else (rank + 0.5) / span
+        pos = int(q * (n - 1))
+        if pos < zero:
+            out[f"{key}_{name}"] = 0.0
+            continue
+        idx = int(np.searchsorted(cum, pos - zero, side="right"))
+        out[f"{key}_{name}"] = _sketch_value(int(nz[idx]) - SKETCH_OFFSET)
+    return out
+
+
+def request_samples(req, completed: np.ndarray) -> dict[str, np.ndarray]:
+    """TTFT / TTST / TPOT / E2E samples over completed requests, in request order."""
+    ntok = req.num_generated[completed]
+    arrival = req.arrival_ms[completed]
+    first = req.first_token_ms[completed]
+    last = req.last_token_ms[completed]
+    has1 = ntok >= 1
+    has2 = ntok >= 2
+    tpot = (last[has2] - first[has2]) / (ntok[has2] - 1)
+    return {
+        "ttft_ms": (first - arrival)[has1],
+        "ttst_ms": (req.second_token_ms[completed] - first)[has2],
+        "tpot_ms": tpot,
+        "e2e_latency_ms": (last - arrival)[has1],
+    }
+
+
+def summarize(result) -> dict:
+    """The deterministic prediction.json fields of an aggregated run."""
+    spec = result.spec
+    req = result.req
+    stats = result.stats
+    status = req.status
+    completed = np.nonzero((status == ReqStatus.FINISHED) & (req.num_admissions > 0))[0]
+    arrived = int(np.count_nonzero(status != ReqStatus.NOT_ARRIVED))
+    n_done = len(completed)
+    out: dict = {"num_requests": arrived, "completed_requests": n_done}
+    total_in = int(req.prompt_len[completed].sum())
+    total_out = int(req.num_generated[completed].sum())
+    duration_ms = float(req.terminal_ms[completed].max()) if n_done else 0.0
+    duration_s = max(duration_ms / 1000.0, 1e-9)
+    out["total_input_tokens"] = total_in
+    out["total_output_tokens"] = total_out
+    out["processed_tokens"] = total_in + total_out
+    out["committed_prefill_tokens"] = int(stats.counters[0])
+    reused_max = int(req.reused_max[completed].sum())
+    reused_first = int(req.reused_first[completed].sum())
+    out["prefix_cache_reused_ratio"] = reused_max / total_in if total_in else 0.0
+    out["first_admission_prefix_cache_reused_ratio"] = (
+        reused_first / total_in if total_in else 0.0)
+    out["kv_eviction_policy"] = "lru"
+    gpus = spec.gpus_per_worker
+    out["prefill_gpus_per_worker"] = 0
+    out["decode_gpus_per_worker"] = gpus
+    out["prefill_worker_seconds"] = 0.0
+    worker_seconds = spec.replicas * duration_s if n_done else 0.0
+    out["decode_worker_seconds"] = worker_seconds
+    out["gpu_hours"] = worker_seconds * gpus / 3600.0
+    if n_done == 0:
+        for key in ("duration_ms", "request_throughput_rps", "input_throughput_tok_s",
+                    "output_throughput_tok_s", "total_throughput_tok_s"):
+            out[key] = None
+        for name in STAT_NAMES:
+            for key in ("mean", "min", "max", "std") + tuple(k for k, _ in PERCENTILES):
+                out[f"{key}_{name}"] = None
+        out["num_ttft_samples"] = out["num_e2e_latency_samples"] = out["num_tpot_samples"] = 0
+        out["duration_ms"] = 0.0
+        out["prediction_status"] = "invalid"
+        out["stop_reason"] = "no_completed_requests"
+        out["diagnostic"] = (
+            "No requests completed; serving latency and throughput are unavailable. Check KV "
+            "capacity against request lengths, context limits, and traffic stop limits.")
+        return out
+    out["duration_ms"] = duration_ms
+    out["request_throughput_rps"] = n_done / duration_s
+    out["input_throughput_tok_s"] = total_in / duration_s
+    out["output_throughput_tok_s"] = total_out / duration_s
+    out["total_throughput_tok_s"] = (total_in + total_out) / duration_s
+    samples = request_samples(req, completed)
+    out["num_ttft_samples"] = len(samples["ttft_ms"])
+    out["num_e2e_latency_samples"] = len(samples["e2e_latency_ms"])
+    out["num_tpot_samples"] = len(samples["tpot_ms"])
+    for name, values in samples.items():
+        out.update(_exact_stats(name, values))
+    out.update(_sketch_stats("itl_ms", stats.acc[0], stats.cnt[0], stats.bins[0]))
+    out.update(_sketch_stats("output_token_throughput_per_user", stats.acc[1], stats.cnt[1],
+                             stats.bins[1]))
+    return out
+
+
+def power_fields() -> dict:
+    """Energy diagnostics: fixed / polynomial timing has no power model (as AISimulate reports)."""
+    return {
+        "power_w": None,
+        "power_coverage": None,
+        "power_diagnostics": {
+            "coverage_gate": 0.9,
+            "energy_unit": "W-ms",
+            "latency_unit": "ms",
+            "phases": [],
+            "power_coverage": None,
+            "power_w": None,
+            "power_w_unit": "W",
+            "publication_status": "unsupported",
+            "schema_version": "1.0",
+            "scope": "active_forward_pass_per_gpu",
+            "unavailable_reason": "one or more replay roles have no timing provider",
+        },
+    }

@@ -1,0 +1,82 @@
+"""`aisim predict`: config -> simulation -> prediction.json (and per-request records)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from aisim import __version__
+
+_PROVENANCE = {
+    "fixed": {
+        "data_version": None,
+        "data_version_unavailable_reason": "configured timing does not use performance data",
+        "estimator": "fixed",
+        "timing_source": "configured",
+    },
+    "polynomial": {
+        "data_version": None,
+        "data_version_unavailable_reason": "built-in timing does not use performance data",
+        "estimator": "polynomial",
+        "timing_source": "built_in",
+    },
+}
+
+
+@dataclass
+class Prediction:
+    prediction: dict
+    records: list[dict] | None
+    config_sha256: str
+    spec: object
+
+
+def config_sha256(cfg_path: str, overrides: tuple[str, ...]) -> str:
+    h = hashlib.sha256(Path(cfg_path).read_bytes())
+    for o in overrides:
+        h.update(b"\0" + o.encode())
+    return h.hexdigest()
+
+
+def run_prediction(config_path: str, overrides: tuple[str, ...] = (),
+                   capture: bool = False) -> Prediction:
+    from aisim.config import load_config
+    from aisim.engine.run import simulate
+    from aisim.engine.spec import resolve
+    from aisim.metrics import power_fields, summarize
+    from aisim.output.records import build_records
+    from aisim.traffic import synthetic
+
+    cfg = load_config(config_path, overrides)
+    spec = resolve(cfg)
+    t0 = time.perf_counter()  # AISimulate's wall_time_ms spans validated config -> metrics
+    traffic = synthetic(spec)
+    result = simulate(spec, traffic, capture=capture)
+    summary = summarize(result)
+    wall_ms = (time.perf_counter() - t0) * 1000.0
+    wall_s = max(wall_ms / 1000.0, 1e-9)
+    prediction = dict(summary)
+    prediction.update(power_fields())
+    prediction["prediction_provenance"] = {spec.role: dict(_PROVENANCE[spec.timing])}
+    prediction["wall_time_ms"] = wall_ms
+    prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
+    prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s
+    digest = config_sha256(config_path, overrides)
+    records = build_records(result, digest) if capture else None
+    if records is not None:
+        prediction["per_request"] = records
+    return Prediction(prediction, records, digest, spec)
+
+
+def provenance(pred: Prediction) -> dict:
+    return {"aisim_version": __version__, "config_sha256": pred.config_sha256}
+
+
+def summary_json(pred: Prediction, digest: str) -> str:
+    """The compact one-line summary printed by --format json."""
+    out = {k: v for k, v in pred.prediction.items() if k != "per_request"}
+    out["prediction_sha256"] = digest
+    return json.dumps(out, sort_keys=True, separators=(",", ":"))
