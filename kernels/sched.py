@@ -291,7 +291,7 @@ def has_decoder(req, ranks, r):
 
 
 @helper
-def pass_time(p, bs_p, isl, pfx, bs_d, ctx):
+def pass_time(p, bs_p, isl, pfx, bs_d, ctx, sum_new, sum_ctx):
     """(prefill_ms, decode_ms) of a rank's pass from its batch shape (behaviour.md 4.4)."""
     prefill = 0.0
     decode = 0.0
@@ -305,7 +305,7 @@ def pass_time(p, bs_p, isl, pfx, bs_d, ctx):
             t = float(bs_p * (isl - pfx))
             prefill = 4.209989e-7 * t * t + 1.518344e-2 * t + 16.50142
         if bs_d > 0:
-            u = min(1.0, float(bs_d * ctx) / float(p.num_blocks * p.block_size))
+            u = min(1.0, float(sum_ctx) / float(p.num_blocks * p.block_size))
             decode = max(1.0, -25.74 * u * u + 54.01 * u + 5.74)
     return prefill, decode
 
@@ -347,7 +347,7 @@ def price_rank(p, req, ranks, r):
         pfx = sum_pfx // bs_p
     if bs_d > 0:
         ctx = sum_ctx // bs_d
-    prefill, decode = pass_time(p, bs_p, isl, pfx, bs_d, ctx)
+    prefill, decode = pass_time(p, bs_p, isl, pfx, bs_d, ctx, sum_isl - sum_pfx, sum_ctx)
     return round_ns(prefill) + round_ns(decode)
 
 

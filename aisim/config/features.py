@@ -1,0 +1,141 @@
+"""Valid AISimulate configs that ask for something aisim does not simulate yet.
+
+:func:`unsupported_features` returns one human line per such request so the caller can stop
+with a :class:`aisim.errors.NotAvailableError` instead of silently simulating something else.
+When a feature lands, drop its id from :data:`NOT_YET_AVAILABLE`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from aisim.config.schema import (
+    Config,
+    DefaultCapacity,
+    DefaultTiming,
+    FixedTiming,
+    SyntheticSource,
+)
+
+NOT_YET_AVAILABLE = frozenset(
+    {
+        "op_level_timing",  # timing: {type: default} (comes with the op-time table)
+        "default_capacity",  # capacity from the GPU memory model
+        "mtp",  # engine.nextn > 0
+        "speculation",
+        "tokenization",
+        "disaggregated",
+        "afd",
+        "sglang",
+        "fpm_estimation",  # estimation modes other than auto / op_level
+        "database_mode",  # HYBRID / EMPIRICAL / SOL
+        "timing_identity",  # quantization / kernel-backend overrides, EPLB, wide-EP
+        "estimator_options",  # estimator_config, transfer_policy, systems paths, fpm_profile
+        "trace_source",
+        "session_source",
+        "images",
+        "context_parallel",
+        "kv_offload",  # host_offload, g3_offload, kvcr, state_cache, prefix_match_unit
+        "host_model",  # host_loop, frontend, host_profile, vision
+        "worker_context_length",
+    }
+)
+"""Feature ids that aisim does not implement yet."""
+
+_NOTE = "is not available yet in aisim"
+
+_FIXES = {
+    "default_capacity": "set capacity: {type: fixed, blocks: N}",
+    "op_level_timing": "it comes with the op-time table",
+}
+
+
+def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
+    """(feature id, dotted path, what is asked for) for every non-trivial request."""
+    src, eng = cfg.traffic.source, cfg.engine
+    if src.TYPE == "trace":
+        yield "trace_source", "traffic.source.type", "trace replay (source type 'trace')"
+    elif src.TYPE == "synthetic-session":
+        yield "session_source", "traffic.source.type", "multi-turn sessions ('synthetic-session')"
+    if isinstance(src, SyntheticSource) and src.images is not None:
+        yield "images", "traffic.source.images", "image input (EPD)"
+    if eng.mode != "aggregated":
+        yield eng.mode, "engine.mode", f"{eng.mode!r} mode"
+    if eng.backend == "sglang":
+        yield "sglang", "engine.backend", "the SGLang scheduler"
+    if eng.estimation_mode not in ("auto", "op_level"):
+        yield "fpm_estimation", "engine.estimation_mode", f"estimation mode {eng.estimation_mode!r}"
+    if eng.database_mode != "SILICON":
+        yield "database_mode", "engine.database_mode", f"database mode {eng.database_mode!r}"
+    if eng.nextn > 0:
+        yield "mtp", "engine.nextn", f"native MTP (nextn = {eng.nextn})"
+    if eng.speculation is not None:
+        yield "speculation", "engine.speculation", "speculative decoding"
+    if eng.tokenization is not None:
+        yield "tokenization", "engine.tokenization", "the tokenization delay model"
+    for key in (
+        "gemm_quant_mode", "moe_quant_mode", "kvcache_quant_mode", "fmha_quant_mode",
+        "comm_quant_mode", "attention_backend", "moe_backend", "moe_kernel_source",
+        "wideep_num_slots",
+    ):  # fmt: skip
+        if getattr(eng, key) is not None:
+            yield "timing_identity", f"engine.{key}", f"a {key} override"
+    if eng.enable_eplb:
+        yield "timing_identity", "engine.enable_eplb", "expert load balancing"
+    for key in ("transfer_policy", "systems_paths", "systems_path", "fpm_profile"):
+        if getattr(eng, key) is not None:
+            yield "estimator_options", f"engine.{key}", f"custom performance data ({key})"
+    if eng.estimator_config:
+        yield "estimator_options", "engine.estimator_config", "estimator options"
+    if eng.encoder is not None:
+        yield "images", "engine.workers.encoder", "an encoder worker (EPD)"
+    for role, w in eng.workers.items():
+        base = f"engine.workers.{role}"
+        yield from _worker_features(w, base)
+
+
+def _worker_features(w: object, base: str) -> Iterator[tuple[str, str, str]]:
+    timing = w.timing  # type: ignore[attr-defined]
+    if isinstance(timing, DefaultTiming):
+        yield (
+            "op_level_timing",
+            f"{base}.timing",
+            "op-level timing (type 'default')",
+        )
+    elif not isinstance(timing, FixedTiming):
+        yield "polynomial_timing", f"{base}.timing", f"{timing.TYPE!r} timing"
+    kv = w.kv_cache  # type: ignore[attr-defined]
+    if isinstance(kv.capacity, DefaultCapacity):
+        yield (
+            "default_capacity",
+            f"{base}.kv_cache.capacity",
+            "a KV capacity from the GPU memory model ('type: default')",
+        )
+    for key in ("host_offload", "g3_offload", "kvcr", "state_cache", "prefix_match_unit"):
+        if getattr(kv, key) is not None:
+            yield "kv_offload", f"{base}.kv_cache.{key}", f"KV cache option {key}"
+    par = w.parallelism  # type: ignore[attr-defined]
+    for key in ("prefill_context", "decode_context"):
+        if getattr(par, key) is not None:
+            yield "context_parallel", f"{base}.parallelism.{key}", "context parallelism"
+    if w.context_length is not None:  # type: ignore[attr-defined]
+        yield "worker_context_length", f"{base}.context_length", "a per-role context length"
+    for key in ("frontend", "host_profile", "vision"):
+        if getattr(w, key) is not None:
+            yield "host_model", f"{base}.{key}", f"the {key} model"
+    if w.host_loop:  # type: ignore[attr-defined]
+        yield "host_model", f"{base}.host_loop", "the host loop model"
+
+
+def unsupported_features(cfg: Config) -> list[str]:
+    """One line per feature the (valid) config asks for that aisim does not implement yet.
+
+    Each line names the dotted path, e.g. ``engine.nextn: native MTP (nextn = 2) is not
+    available yet in aisim``.  An empty list means aisim can run the config.
+    """
+    lines: list[str] = []
+    for feature, path, what in _found(cfg):
+        if feature in NOT_YET_AVAILABLE:
+            fix = _FIXES.get(feature)
+            lines.append(f"{path}: {what} {_NOTE}" + (f"; {fix}" if fix else ""))
+    return lines
