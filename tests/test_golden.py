@@ -1,0 +1,50 @@
+"""End-to-end parity with AISimulate 0.13 on the pinned golden scenarios (tests/golden/)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aisim.predict import run_prediction
+from tests.parity_rule import mismatches, records_mismatches
+
+GOLDEN = Path(__file__).parent / "golden"
+CASES = sorted(
+    p.name for p in GOLDEN.iterdir()
+    if (p / "prediction.json").exists() and p.name != "vllm-c256-fixed-full"
+)
+
+pytestmark = pytest.mark.golden
+
+# Known deviations, each with its measured size. polynomial-kv-pressure: 3 ns over a 3.28 s run
+# (about 1 ns on a few preemption passes); the polynomial decode-utilisation input under
+# preemption is not fully pinned down yet (see NOTES.md).
+RTOL = {"polynomial-kv-pressure": 2e-9}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_prediction_matches_aisimulate(name: str) -> None:
+    folder = GOLDEN / name
+    meta = json.loads((folder / "meta.json").read_text())
+    ref = json.loads((folder / "prediction.json").read_text())
+    capture = (folder / "requests.jsonl").exists()
+    pred = run_prediction(str(folder / "config.yaml"), capture=capture)
+    assert (pred.prediction["completed_requests"] > 0) == (meta["exit_code"] == 0)
+    bad = mismatches(pred.prediction, ref, rtol=RTOL.get(name, 1e-9))
+    assert not bad, "\n".join(bad[:10])
+    if capture:
+        ref_records = [json.loads(line) for line in (folder / "requests.jsonl").open()]
+        bad = records_mismatches(pred.records, ref_records)
+        assert not bad, "\n".join(bad[:10])
+
+
+@pytest.mark.slow
+def test_full_size_vllm_c256_fixed() -> None:
+    """The seed workload at full size: 262,144 requests, 33.5 M output tokens."""
+    folder = GOLDEN / "vllm-c256-fixed-full"
+    ref = json.loads((folder / "prediction.json").read_text())
+    pred = run_prediction(str(folder / "config.yaml"))
+    bad = mismatches(pred.prediction, ref)
+    assert not bad, "\n".join(bad[:10])
