@@ -12,8 +12,10 @@ A few AISimulate fields are *lax* (``prefix_caching``, ``startup_seconds``, ``pr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 Checker = Callable[[Any, str], Any]
@@ -22,7 +24,7 @@ NOTHING: Any = object()
 """Marker for 'no offending value to show' in :class:`Invalid`."""
 
 
-class Invalid(Exception):  # noqa: N818 - internal signal, turned into ConfigError by the loader
+class Invalid(Exception):
     """A config value is wrong at ``path`` (dotted YAML keys)."""
 
     def __init__(self, path: str, what: str, got: Any = NOTHING, fix: str | None = None) -> None:
@@ -121,6 +123,8 @@ class _Shown:
         self.value = value
 
     def __repr__(self) -> str:
+        if self.value is None:
+            return "null"
         return f"{show(self.value)} ({kind(self.value)})"
 
 
@@ -149,9 +153,7 @@ def _bounds_text(noun: str, gt: float | None, ge: float | None, le: float | None
 
 
 def _in_bounds(x: float, gt: float | None, ge: float | None, le: float | None) -> bool:
-    return (
-        (gt is None or x > gt) and (ge is None or x >= ge) and (le is None or x <= le)
-    )
+    return (gt is None or x > gt) and (ge is None or x >= ge) and (le is None or x <= le)
 
 
 def integer(
@@ -352,3 +354,48 @@ def suggest(word: str, options: Any) -> str | None:
 
     found = difflib.get_close_matches(word, [str(o) for o in options], n=1, cutoff=0.6)
     return found[0] if found else None
+
+
+# --------------------------------------------------------------------------- field specs
+
+_MISSING: Any = dataclasses.MISSING
+
+
+@dataclass(frozen=True)
+class Section:
+    """Marker: the field is a nested section of class ``cls``."""
+
+    cls: type
+    nullable: bool = False
+    """An explicit ``null`` is accepted (the field becomes None)."""
+    optional: bool = False
+    """When the key is absent the field is None (otherwise the section is built from ``{}``)."""
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """Marker: the field is a section whose class is chosen by a tag key (``type`` / ``kind``)."""
+
+    registry: str
+    """Name of the tag -> class map in :data:`aisim.config.registry.REGISTRIES`."""
+    tag_key: str = "type"
+    """The key holding the tag."""
+    default_tag: str | None = None
+    """Tag used when the key is absent from the mapping (None: the tag is required)."""
+    nullable: bool = False
+    optional: bool = False
+
+
+def spec(check: Checker | Section | Tagged | None, *, yaml: bool = True) -> dict[str, Any]:
+    """Field metadata: the checker (or section marker) and whether the field is a YAML key."""
+    return {"check": check, "yaml": yaml}
+
+
+def fld(
+    default: Any = _MISSING, check: Checker | Section | Tagged | None = None, *, yaml: bool = True
+) -> Any:
+    """A dataclass field with its checker; no default means the YAML key is required.
+
+    ``yaml=False`` marks a field that is filled by the loader, not read from the same mapping.
+    """
+    return field(default=default, metadata=spec(check, yaml=yaml))

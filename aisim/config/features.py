@@ -15,6 +15,7 @@ from aisim.config.schema import (
     DefaultTiming,
     FixedTiming,
     SyntheticSource,
+    Worker,
 )
 
 NOT_YET_AVAILABLE = frozenset(
@@ -94,8 +95,8 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         yield from _worker_features(w, base)
 
 
-def _worker_features(w: object, base: str) -> Iterator[tuple[str, str, str]]:
-    timing = w.timing  # type: ignore[attr-defined]
+def _worker_features(w: Worker, base: str) -> Iterator[tuple[str, str, str]]:
+    timing = w.timing
     if isinstance(timing, DefaultTiming):
         yield (
             "op_level_timing",
@@ -104,7 +105,7 @@ def _worker_features(w: object, base: str) -> Iterator[tuple[str, str, str]]:
         )
     elif not isinstance(timing, FixedTiming):
         yield "polynomial_timing", f"{base}.timing", f"{timing.TYPE!r} timing"
-    kv = w.kv_cache  # type: ignore[attr-defined]
+    kv = w.kv_cache
     if isinstance(kv.capacity, DefaultCapacity):
         yield (
             "default_capacity",
@@ -114,16 +115,16 @@ def _worker_features(w: object, base: str) -> Iterator[tuple[str, str, str]]:
     for key in ("host_offload", "g3_offload", "kvcr", "state_cache", "prefix_match_unit"):
         if getattr(kv, key) is not None:
             yield "kv_offload", f"{base}.kv_cache.{key}", f"KV cache option {key}"
-    par = w.parallelism  # type: ignore[attr-defined]
+    par = w.parallelism
     for key in ("prefill_context", "decode_context"):
         if getattr(par, key) is not None:
             yield "context_parallel", f"{base}.parallelism.{key}", "context parallelism"
-    if w.context_length is not None:  # type: ignore[attr-defined]
+    if w.context_length is not None:
         yield "worker_context_length", f"{base}.context_length", "a per-role context length"
     for key in ("frontend", "host_profile", "vision"):
         if getattr(w, key) is not None:
             yield "host_model", f"{base}.{key}", f"the {key} model"
-    if w.host_loop:  # type: ignore[attr-defined]
+    if w.host_loop:
         yield "host_model", f"{base}.host_loop", "the host loop model"
 
 
