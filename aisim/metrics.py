@@ -1,4 +1,4 @@
-"""Per-request arrays and streamed gap statistics -> AISimulate's summary fields (behaviour.md 12.2).
+"""Per-request arrays and streamed gap statistics -> AISimulate's summary (behaviour.md 12.2).
 
 One-sample-per-request distributions (TTFT, TTST, TPOT, E2E) are exact: left-to-right float sums,
 population std, nearest-rank percentiles `sorted[round((n-1) p / 100)]`. Per-gap distributions
@@ -15,7 +15,6 @@ import numpy as np
 from aisim.kernels.codes import (
     ACC_M2,
     ACC_MAX,
-    ACC_MEAN,
     ACC_MIN,
     ACC_SUM,
     CNT_N,
@@ -28,20 +27,21 @@ PERCENTILES = (("median", 50), ("p75", 75), ("p90", 90), ("p95", 95), ("p99", 99
 _ALPHA = 0.001
 _GAMMA = 1.0 + 2.0 * _ALPHA / (1.0 - _ALPHA)
 _LOG_GAMMA = math.log1p(2.0 * _ALPHA / (1.0 - _ALPHA))
+STAT_KEYS = ("mean", "min", "max", "std", "median", "p75", "p90", "p95", "p99")
 STAT_NAMES = ("ttft_ms", "ttst_ms", "tpot_ms", "e2e_latency_ms", "itl_ms",
               "output_token_throughput_per_user")
 
 
 def _round_half_away(x: float) -> int:
     """Rust's f64::round (ties away from zero), as AISimulate's percentile ranks use."""
-    return int(math.floor(x + 0.5))
+    return math.floor(x + 0.5)
 
 
 def _exact_stats(name: str, values: np.ndarray) -> dict:
     n = len(values)
     out: dict = {}
     if n == 0:
-        for key in ("mean", "min", "max", "std") + tuple(k for k, _ in PERCENTILES):
+        for key in STAT_KEYS:
             out[f"{key}_{name}"] = 0.0
         return out
     total = 0.0
@@ -66,7 +66,7 @@ def _sketch_stats(name: str, acc: np.ndarray, cnt: np.ndarray, bins: np.ndarray)
     n = int(cnt[CNT_N])
     out: dict = {}
     if n == 0:
-        for key in ("mean", "min", "max", "std") + tuple(k for k, _ in PERCENTILES):
+        for key in STAT_KEYS:
             out[f"{key}_{name}"] = 0.0
         return out
     out[f"mean_{name}"] = float(acc[ACC_SUM]) / n
@@ -145,7 +145,7 @@ def summarize(result) -> dict:
                     "output_throughput_tok_s", "total_throughput_tok_s"):
             out[key] = None
         for name in STAT_NAMES:
-            for key in ("mean", "min", "max", "std") + tuple(k for k, _ in PERCENTILES):
+            for key in STAT_KEYS:
                 out[f"{key}_{name}"] = None
         out["num_ttft_samples"] = out["num_e2e_latency_samples"] = out["num_tpot_samples"] = 0
         out["duration_ms"] = 0.0

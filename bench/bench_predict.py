@@ -31,7 +31,8 @@ def _timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, dict]
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", p.stderr).group(1)
     parts = [float(x) for x in wall.split(":")]
     seconds = parts[-1] + 60 * parts[-2] + (3600 * parts[-3] if len(parts) > 2 else 0)
-    rss_mb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1)) / 1024
+    rss_kb = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1)
+    rss_mb = int(rss_kb) / 1024
     pred = json.loads((Path(out) / "prediction.json").read_text())
     shutil.rmtree(out)
     return seconds, rss_mb, pred
@@ -40,7 +41,8 @@ def _timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, dict]
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
-    ap.add_argument("--aisimulate", default=os.path.expanduser("~/aisimulate-venv/bin/aisimulate"))
+    ap.add_argument("--aisimulate",
+                    default=os.path.expanduser("~/aisimulate-venv/bin/aisimulate"))
     ap.add_argument("--aisim", default=shutil.which("aisim") or "aisim")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-cold", action="store_true")
@@ -48,8 +50,7 @@ def main() -> None:
     row: dict = {"config": args.config, "date": datetime.date.today().isoformat()}
     if not args.no_cold:
         env = dict(os.environ, AISIM_CACHE_DIR=tempfile.mkdtemp())
-        s, rss, pred = _timed([args.aisim, "predict", "-c", args.config], env)
-        row["aisim_cold_s"] = round(s, 3)
+        row["aisim_cold_s"] = round(_timed([args.aisim, "predict", "-c", args.config], env)[0], 3)
     runs = [_timed([args.aisim, "predict", "-c", args.config]) for _ in range(args.repeat)]
     row["aisim_warm_s"] = round(statistics.median(r[0] for r in runs), 3)
     row["aisim_peak_mb"] = round(max(r[1] for r in runs), 1)

@@ -10,7 +10,6 @@ Blocks are global ids `rank * B + i`; per-rank heads and counts live in RankStat
 """
 
 import numpy as np
-
 from aisim.kernels._jit import helper
 
 _EMPTY = np.uint64(0)

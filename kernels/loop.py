@@ -9,7 +9,6 @@ slowest participating rank.
 """
 
 import numpy as np
-
 from aisim.kernels import sched
 from aisim.kernels._jit import kernel
 from aisim.kernels.codes import LoadKind, ReqStatus, RunResult

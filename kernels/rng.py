@@ -6,7 +6,6 @@ ChaCha blocks (64 words), then [block counter low, block counter high, buffer in
 """
 
 import numpy as np
-
 from aisim.kernels._jit import kernel
 
 KEY = 0

@@ -13,7 +13,6 @@ requests.
 """
 
 import numpy as np
-
 from aisim.kernels import kv_blocks as kv
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import Backend, LoadKind, ReqStatus, TimingKind

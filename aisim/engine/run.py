@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from aisim import state as st
 from aisim.engine.spec import EngineSpec
 from aisim.errors import CapacityError

@@ -31,7 +31,8 @@ def _admissions(result) -> list[list[tuple[float, int, bool]]]:
         return hist
     count = int(result.stats.counters[6])
     for q, at, reused, readmit in zip(log.req[:count].tolist(), log.at_ms[:count].tolist(),
-                                      log.reused[:count].tolist(), log.readmit[:count].tolist()):
+                                      log.reused[:count].tolist(), log.readmit[:count].tolist(),
+                                      strict=True):
         hist[q].append((at, reused, readmit))
     return hist
 

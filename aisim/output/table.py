@@ -36,7 +36,8 @@ def render_table(pred: dict, role: str = "aggregated") -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def line(cells: list[str]) -> str:
-        parts = [cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]
+        rest = zip(cells[1:], widths[1:], strict=True)
+        parts = [cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in rest]
         return "┃ " + " ┃ ".join(parts) + " ┃"
 
     bar = "━╋━".join("━" * w for w in widths)
