@@ -1,0 +1,1 @@
+"""Deliberately plain Python references of the simulator rules, for randomized kernel checks."""
