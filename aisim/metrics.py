@@ -17,6 +17,7 @@ from aisim.kernels.codes import (
     ACC_MAX,
     ACC_MIN,
     ACC_SUM,
+    CNT_COMMITTED,
     CNT_N,
     CNT_ZERO,
     SKETCH_OFFSET,
@@ -126,7 +127,7 @@ def summarize(result) -> dict:
     out["total_input_tokens"] = total_in
     out["total_output_tokens"] = total_out
     out["processed_tokens"] = total_in + total_out
-    out["committed_prefill_tokens"] = int(stats.counters[0])
+    out["committed_prefill_tokens"] = int(stats.counters[CNT_COMMITTED])
     reused_max = int(req.reused_max[completed].sum())
     reused_first = int(req.reused_first[completed].sum())
     out["prefix_cache_reused_ratio"] = reused_max / total_in if total_in else 0.0

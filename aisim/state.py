@@ -115,14 +115,6 @@ LOG_FIELDS = (
     Field("readmit", np.bool_, "A", False, "flag", "admission after a preemption"),
 )
 
-# counters columns
-CNT_COMMITTED = 0
-CNT_PASSES = 1
-CNT_PREEMPTIONS = 2
-CNT_REJECTIONS = 3
-CNT_ADMISSIONS = 4
-CNT_SPAWNED = 5
-CNT_LOG = 6
 
 
 class RequestState(NamedTuple):

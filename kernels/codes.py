@@ -55,6 +55,15 @@ ACC_MAX = 4
 CNT_N = 0
 CNT_ZERO = 1
 
+# StatsState.counters columns
+CNT_COMMITTED = 0
+CNT_PASSES = 1
+CNT_PREEMPTIONS = 2
+CNT_REJECTIONS = 3
+CNT_ADMISSIONS = 4
+CNT_SPAWNED = 5
+CNT_LOG = 6
+
 # DDSketch key range per sign (AISimulate keeps up to 32768 bins).
 SKETCH_OFFSET = 16384
 SKETCH_BINS = 32768

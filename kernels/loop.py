@@ -11,7 +11,7 @@ slowest participating rank.
 import numpy as np
 from aisim.kernels import sched
 from aisim.kernels._jit import kernel
-from aisim.kernels.codes import LoadKind, ReqStatus, RunResult
+from aisim.kernels.codes import CNT_PASSES, CNT_SPAWNED, LoadKind, ReqStatus, RunResult
 from aisim.kernels.tokstats import flush_gaps
 
 
@@ -49,7 +49,7 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, w, t_ms):
     workers.pass_end_ms[w] = t_ms + dur_max / 1e6
     workers.busy_ms[w] += dur_max / 1e6
     workers.num_passes[w] += 1
-    stats.counters[sched.CNT_PASSES] += 1
+    stats.counters[CNT_PASSES] += 1
     if dur_max == 0 and not (flags & sched.SCHED_PROGRESS):
         return flags | 1 << 8  # stalled marker
     return flags | 1 << 9  # started marker
@@ -84,9 +84,9 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash):
         first = min(p.concurrency, n_req)
         for k in range(first):
             req.arrival_ms[k] = 0.0
-        stats.counters[sched.CNT_SPAWNED] = first
+        stats.counters[CNT_SPAWNED] = first
     else:
-        stats.counters[sched.CNT_SPAWNED] = n_req
+        stats.counters[CNT_SPAWNED] = n_req
     t = 0.0
     while True:
         # --- next event time
@@ -98,7 +98,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash):
             elif workers.ready_ms[w] > t and _worker_has_work(p, ranks, w):
                 if workers.ready_ms[w] < t_next:
                     t_next = workers.ready_ms[w]
-        if routed < stats.counters[sched.CNT_SPAWNED]:
+        if routed < stats.counters[CNT_SPAWNED]:
             a = req.arrival_ms[routed]
             if a < t_next:
                 t_next = a if a > t else t
@@ -116,7 +116,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash):
                 break
             _finish_pass(p, req, ranks, blocks, workers, stats, best, t)
         # --- route every request that exists by now (round robin over workers, then ranks)
-        while routed < stats.counters[sched.CNT_SPAWNED] and req.arrival_ms[routed] <= t:
+        while routed < stats.counters[CNT_SPAWNED] and req.arrival_ms[routed] <= t:
             w = rr_worker % n_workers
             rr_worker += 1
             d = rr_rank[w] % p.dp_size

@@ -15,17 +15,19 @@ requests.
 import numpy as np
 from aisim.kernels import kv_blocks as kv
 from aisim.kernels._jit import helper, kernel
-from aisim.kernels.codes import Backend, LoadKind, ReqStatus, TimingKind
+from aisim.kernels.codes import (
+    CNT_ADMISSIONS,
+    CNT_COMMITTED,
+    CNT_LOG,
+    CNT_PREEMPTIONS,
+    CNT_REJECTIONS,
+    CNT_SPAWNED,
+    Backend,
+    LoadKind,
+    ReqStatus,
+    TimingKind,
+)
 from aisim.kernels.tokstats import record_gap
-
-# state.py counters columns (kept in sync by tests/test_state.py)
-CNT_COMMITTED = 0
-CNT_PASSES = 1
-CNT_PREEMPTIONS = 2
-CNT_REJECTIONS = 3
-CNT_ADMISSIONS = 4
-CNT_SPAWNED = 5
-CNT_LOG = 6
 
 # schedule_rank status flags
 SCHED_PROGRESS = 1

@@ -7,7 +7,7 @@ import uuid as uuidlib
 
 import numpy as np
 
-from aisim.kernels.codes import ReqStatus
+from aisim.kernels.codes import CNT_LOG, ReqStatus
 
 _STATUS_NAMES = {int(ReqStatus.FINISHED): "completed", int(ReqStatus.REJECTED): "rejected"}
 
@@ -29,7 +29,7 @@ def _admissions(result) -> list[list[tuple[float, int, bool]]]:
     log = result.log
     if log is None:
         return hist
-    count = int(result.stats.counters[6])
+    count = int(result.stats.counters[CNT_LOG])
     for q, at, reused, readmit in zip(log.req[:count].tolist(), log.at_ms[:count].tolist(),
                                       log.reused[:count].tolist(), log.readmit[:count].tolist(),
                                       strict=True):
