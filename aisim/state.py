@@ -94,6 +94,7 @@ WORKER_FIELDS = (
     Field("ready_ms", np.float64, "W", 0.0, "ms", "time the worker finishes starting up"),
     Field("busy_ms", np.float64, "W", 0.0, "ms", "sum of pass durations"),
     Field("num_passes", np.int64, "W", 0, "count", "passes run"),
+    Field("rr_rank", np.int64, "W", 0, "count", "round-robin counter over the worker's ranks"),
 )
 
 STATS_FIELDS = (
@@ -181,6 +182,7 @@ class WorkerState(NamedTuple):
     ready_ms: np.ndarray
     busy_ms: np.ndarray
     num_passes: np.ndarray
+    rr_rank: np.ndarray
 
 
 class StatsState(NamedTuple):

@@ -4,6 +4,11 @@ cache=True   compiled kernels are written next to the source, so a warm process 
 nogil=True   sweeps may run independent points on threads.
 error_model="numpy"   integer division by zero must not raise a Python exception inside a pass;
              every divisor here is checked before use.
+_nrt=False   no reference counting: every array a kernel touches is owned by the Python caller
+             for the whole call, and with NRT on, each array handed to a helper paid an atomic
+             incref/decref pair (measured: 28 ns vs 1 ns per small helper call with five
+             arrays; the event loop ran 3x slower). Consequence: kernels never allocate
+             (no np.empty / np.zeros inside); scratch space comes in from the caller.
 No fastmath: results must be bit-reproducible across runs and machines.
 """
 
@@ -34,12 +39,13 @@ def _cache_dir() -> str:
 if not os.environ.get("NUMBA_CACHE_DIR"):
     numba.config.CACHE_DIR = _cache_dir()
 
-kernel = partial(numba.njit, cache=True, nogil=True, error_model="numpy")
+kernel = partial(numba.njit, cache=True, nogil=True, error_model="numpy", _nrt=False)
 
 # Small helpers called per request inside a pass are inlined at numba-IR level: an ordinary call
 # between jitted functions increfs and decrefs every array of each NamedTuple argument, which
 # costs more than the helper's own work (measured: ~400 ns per request per pass without it).
-helper = partial(numba.njit, cache=True, nogil=True, error_model="numpy", inline="always")
+helper = partial(numba.njit, cache=True, nogil=True, error_model="numpy", _nrt=False,
+                 inline="always")
 
 
 def cache_is_warm() -> bool:
@@ -47,3 +53,4 @@ def cache_is_warm() -> bool:
     folder = numba.config.CACHE_DIR
     return bool(folder) and os.path.isdir(folder) and any(
         name.endswith(".nbi") for _, _, files in os.walk(folder) for name in files)
+

@@ -77,7 +77,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash):
     """Advance the whole simulation. Returns (RunResult code, detail index)."""
     n_req = req.prompt_len.shape[0]
     n_workers = p.num_workers
-    rr_rank = np.zeros(n_workers, dtype=np.int64)
+    rr_rank = workers.rr_rank
     rr_worker = 0
     routed = 0
     if p.load_kind == LoadKind.CONCURRENCY:

@@ -2,7 +2,8 @@
 
 AISimulate draws Poisson inter-arrival gaps and MTP draft acceptance from this generator
 (behaviour.md 3, 8.2). State is one uint32[8 + 64 + 4] array: key words, a buffer of four
-ChaCha blocks (64 words), then [block counter low, block counter high, buffer index, unused].
+ChaCha blocks (64 words), then [block counter low, block counter high, buffer index, unused],
+then 32 words of scratch for the block function (kernels do not allocate).
 """
 
 import numpy as np
@@ -11,7 +12,8 @@ from aisim.kernels._jit import kernel
 KEY = 0
 BUF = 8
 META = 72
-STATE_WORDS = 76
+SCRATCH = 76
+STATE_WORDS = 108
 _M32 = np.uint64(0xFFFFFFFF)
 
 
@@ -36,8 +38,8 @@ def _qr(s, a, b, c, d):
 def _refill(st):
     """Fill the buffer with four consecutive ChaCha12 blocks and advance the counter by 4."""
     counter = np.uint64(st[META]) | (np.uint64(st[META + 1]) << np.uint64(32))
-    x = np.empty(16, dtype=np.uint32)
-    init = np.empty(16, dtype=np.uint32)
+    x = st[SCRATCH:SCRATCH + 16]
+    init = st[SCRATCH + 16:SCRATCH + 32]
     for blk in range(4):
         ctr = counter + np.uint64(blk)
         init[0] = 0x61707865
@@ -128,17 +130,22 @@ def unit_f64(st):
 
 
 @kernel
-def poisson_arrivals_ms(seed, rate_per_s, n):
-    """Arrival times: request 0 at 0, then gaps -ln(1 - U) x 1000 / rate, accumulated in ms."""
-    st = np.zeros(STATE_WORDS, dtype=np.uint32)
+def fill_poisson_arrivals_ms(st, seed, rate_per_s, out):
+    """Arrival times: request 0 at 0, then gaps -ln(1 - U) x (1000 / rate) summed in ms."""
     seed_from_u64(st, seed)
-    out = np.empty(n, dtype=np.float64)
+    n = out.shape[0]
     t = 0.0
     scale = 1000.0 / rate_per_s
     for k in range(n):
         if k > 0:
             t += -np.log(1.0 - unit_f64(st)) * scale
         out[k] = t
+
+
+def poisson_arrivals_ms(seed: int, rate_per_s: float, n: int) -> np.ndarray:
+    out = np.empty(n, dtype=np.float64)
+    fill_poisson_arrivals_ms(np.zeros(STATE_WORDS, dtype=np.uint32), np.uint64(seed),
+                             float(rate_per_s), out)
     return out
 
 
