@@ -167,8 +167,9 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer):
             continue
         n = min(prompt + num_generated[q] - c, budget)
         slot = slots[q]
-        target = ceil_div(c + n, bs)
-        if target > slot_nblk[slot]:
+        # divisions are slow and a decode crosses a block boundary once per block_size steps
+        if c + n > slot_nblk[slot] * bs:
+            target = ceil_div(c + n, bs)
             need = target - slot_nblk[slot]
             self_preempted = False
             while need > kv.num_free(ranks, r):
@@ -187,7 +188,7 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer):
         computed_before[q] = c
         sched_tokens[q] = n
         num_computed[q] = c + n
-        if p.prefix_caching and (c + n) // bs > slot_nhashed[slot]:
+        if p.prefix_caching and c + n >= (slot_nhashed[slot] + 1) * bs:
             kv.register_full_blocks(req, blocks, pfx_hash, q, r, slot, c + n, bs)
         if c < prompt:
             committed += n
