@@ -6,7 +6,7 @@ run. Sentinel -1 means "none" for every index column.
 
 Shape symbols: N requests, R scheduler ranks (workers x attention_data), W workers,
 S running slots per rank (max_sequences), B KV blocks per rank, K blocks in one block-table row,
-M hash-map slots (a power of two), A admission-log capacity.
+M hash-map slots (a power of two), A admission-log capacity, H event-calendar buckets.
 """
 
 from __future__ import annotations
@@ -51,6 +51,15 @@ REQUEST_FIELDS = (
     Field("reused_max", np.int64, "N", 0, "tokens", "largest prefix-cache hit over admissions"),
     Field("pfx_start", np.int64, "N", 0, "index", "start of its shareable block hashes"),
     Field("pfx_len", np.int32, "N", 0, "blocks", "number of shareable leading block hashes"),
+    Field("seq", np.int64, "N", 0, "count", "order key in its rank's running list (admission)"),
+    Field("lazy", np.bool_, "N", False, "flag",
+          "steady decoder advanced implicitly (one token per rank pass); counts are stale"),
+    Field("lazy_base", np.int64, "N", 0, "pass", "rank pass index its counts were last exact"),
+    Field("gen_base", np.int64, "N", 0, "tokens", "num_generated at lazy_base"),
+    Field("ev_pass", np.int64, "N", -1, "pass", "rank pass of its next KV or completion event"),
+    Field("ev_prev", np.int32, "N", -1, "request index", "event calendar bucket link"),
+    Field("ev_next", np.int32, "N", -1, "request index", "event calendar bucket link"),
+    Field("finishing", np.bool_, "N", False, "flag", "completes at the in-flight pass end"),
 )
 
 RANK_FIELDS = (
@@ -70,11 +79,26 @@ RANK_FIELDS = (
     Field("in_pass", np.bool_, "R", False, "flag", "the rank takes part in its worker's pass"),
     Field("deferred", np.bool_, "R", False, "flag", "the in-flight pass deferred prefills"),
     Field("preempted", np.bool_, "R", False, "flag", "the in-flight pass preempted a request"),
+    Field("act_list", np.int32, "R,S", -1, "request index",
+          "running requests that are not lazy, in running order"),
+    Field("act_len", np.int32, "R", 0, "count", "entries of act_list"),
+    Field("lazy_count", np.int64, "R", 0, "count", "lazy decoders"),
+    Field("lazy_sum", np.int64, "R", 0, "tokens",
+          "sum over lazy decoders of P + gen_base - lazy_base - 1 (their L at pass x is this + x)"),
+    Field("pass_idx", np.int64, "R", 0, "count", "passes the rank took part in"),
+    Field("last_end_ms", np.float64, "R", 0.0, "ms", "end of the rank's latest pass"),
+    Field("cooldown", np.int64, "R", 0, "passes", "passes before decoders may turn lazy again"),
+    Field("due_list", np.int32, "R,S", -1, "request index", "lazy requests with an event now"),
+    Field("due_len", np.int32, "R", 0, "count", "entries of due_list"),
+    Field("cal_head", np.int32, "R,H", -1, "request index",
+          "event calendar: bucket (pass mod H) -> first lazy request"),
 )
 
 BLOCK_FIELDS = (
     Field("ref", np.int32, "R*B", 0, "count", "live requests referencing the block"),
-    Field("hash", np.uint64, "R*B", 0, "key", "prefix-cache map key, 0 = not cached"),
+    Field("hash", np.uint64, "R*B", 0, "key",
+          "0 = not cached; else its map key, or 1 for a cached block only its owner can hit"),
+    Field("in_map", np.bool_, "R*B", False, "flag", "the block's key is in the hash map"),
     Field("lru_prev", np.int32, "R*B", -1, "block", "LRU list link"),
     Field("lru_next", np.int32, "R*B", -1, "block", "LRU list link"),
     Field("clean_stack", np.int32, "R*B", -1, "block", "per-rank stacks of unhashed free blocks"),
@@ -140,6 +164,14 @@ class RequestState(NamedTuple):
     reused_max: np.ndarray
     pfx_start: np.ndarray
     pfx_len: np.ndarray
+    seq: np.ndarray
+    lazy: np.ndarray
+    lazy_base: np.ndarray
+    gen_base: np.ndarray
+    ev_pass: np.ndarray
+    ev_prev: np.ndarray
+    ev_next: np.ndarray
+    finishing: np.ndarray
 
 
 class RankState(NamedTuple):
@@ -158,11 +190,22 @@ class RankState(NamedTuple):
     in_pass: np.ndarray
     deferred: np.ndarray
     preempted: np.ndarray
+    act_list: np.ndarray
+    act_len: np.ndarray
+    lazy_count: np.ndarray
+    lazy_sum: np.ndarray
+    pass_idx: np.ndarray
+    last_end_ms: np.ndarray
+    cooldown: np.ndarray
+    due_list: np.ndarray
+    due_len: np.ndarray
+    cal_head: np.ndarray
 
 
 class BlockState(NamedTuple):
     ref: np.ndarray
     hash: np.ndarray
+    in_map: np.ndarray
     lru_prev: np.ndarray
     lru_next: np.ndarray
     clean_stack: np.ndarray
@@ -216,11 +259,14 @@ def _eval_dim(expr: str, dims: dict[str, int]) -> int:
 
 
 def allocate(n_requests: int, n_ranks: int, n_workers: int, max_running: int,
-             blocks_per_rank: int, row_blocks: int, log_capacity: int):
+             blocks_per_rank: int, row_blocks: int, log_capacity: int, block_size: int):
     """Allocate every buffer for one run and put the KV pools in their initial state."""
     map_slots = 1 << max(4, int(2 * n_ranks * blocks_per_rank).bit_length())
+    # the calendar ring must span the longest gap between a lazy decoder's events (one block)
+    calendar = 1 << max(6, int(2 * block_size).bit_length())
     dims = {"N": n_requests, "R": n_ranks, "W": n_workers, "S": max_running,
-            "B": blocks_per_rank, "K": row_blocks, "M": map_slots, "A": log_capacity}
+            "B": blocks_per_rank, "K": row_blocks, "M": map_slots, "A": log_capacity,
+            "H": calendar}
     req = _alloc(RequestState, REQUEST_FIELDS, dims)
     ranks = _alloc(RankState, RANK_FIELDS, dims)
     blocks = _alloc(BlockState, BLOCK_FIELDS, dims)

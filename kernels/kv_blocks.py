@@ -13,6 +13,7 @@ import numpy as np
 from aisim.kernels._jit import helper
 
 _EMPTY = np.uint64(0)
+_OWNER_ONLY = np.uint64(1)
 _UNIQUE_BIT = np.uint64(1) << np.uint64(62)
 _MIX_A = np.uint64(0x9E3779B97F4A7C15)
 _MIX_B = np.uint64(0xBF58476D1CE4E5B9)
@@ -149,7 +150,9 @@ def take_block(ranks, blocks, r, num_blocks):
     else:
         b = ranks.lru_head[r]
         lru_unlink(ranks, blocks, r, b)
-        map_delete(blocks, blocks.hash[b])
+        if blocks.in_map[b]:
+            map_delete(blocks, blocks.hash[b])
+            blocks.in_map[b] = False
         blocks.hash[b] = _EMPTY
     blocks.ref[b] = 1
     ranks.num_referenced[r] += 1
@@ -176,18 +179,41 @@ def ref_hit_block(ranks, blocks, r, b):
 
 @helper
 def register_full_blocks(req, blocks, pfx_hash, i, r, slot, num_computed, block_size):
-    """Cache every block of request i that is now full of computed tokens."""
+    """Cache every block of request i that is now full of computed tokens.
+
+    Shareable blocks enter the hash map at once (later requests of this very pass may hit
+    them). A block no other request can share is only marked cached (it still ages in the LRU
+    like any cached block); its key enters the map if its owner is preempted, the only way it
+    can ever be hit. This keeps the map off the per-block path of unshared traffic.
+    """
     full = num_computed // block_size
     j = blocks.slot_nhashed[slot]
+    n_shared = req.pfx_len[i]
     while j < full:
         b = blocks.slot_blocks[slot, j]
         if blocks.hash[b] == _EMPTY:
-            key = block_key(req, pfx_hash, i, j, r)
-            if map_insert(blocks, key, b):
-                blocks.hash[b] = key
+            if j < n_shared:
+                key = block_key(req, pfx_hash, i, j, r)
+                if map_insert(blocks, key, b):
+                    blocks.hash[b] = key
+                    blocks.in_map[b] = True
+            else:
+                blocks.hash[b] = _OWNER_ONLY
         j += 1
     if full > blocks.slot_nhashed[slot]:
         blocks.slot_nhashed[slot] = full
+
+
+@helper
+def publish_owner_blocks(req, blocks, pfx_hash, i, r, slot):
+    """Before request i is preempted: put its owner-only cached blocks into the map."""
+    for j in range(req.pfx_len[i], blocks.slot_nhashed[slot]):
+        b = blocks.slot_blocks[slot, j]
+        if blocks.hash[b] == _OWNER_ONLY:
+            key = block_key(req, pfx_hash, i, j, r)
+            if map_insert(blocks, key, b):
+                blocks.hash[b] = key
+                blocks.in_map[b] = True
 
 
 @helper

@@ -14,6 +14,7 @@ requests.
 
 import numpy as np
 from aisim.kernels import kv_blocks as kv
+from aisim.kernels import lazy
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_ADMISSIONS,
@@ -103,12 +104,19 @@ def free_request_kv(p, req, ranks, blocks, r, i):
 
 
 @kernel
-def preempt_last(p, req, ranks, blocks, stats, r):
+def preempt_last(p, req, ranks, blocks, stats, pfx_hash, r):
     """Evict the last running request: free its KV, recompute later from the queue front."""
     n = ranks.run_len[r] - 1
     v = ranks.run_list[r, n]
     ranks.run_list[r, n] = -1
     ranks.run_len[r] = n
+    # preemption only happens in exact passes, where every running request is active
+    a = ranks.act_len[r] - 1
+    if a >= 0 and ranks.act_list[r, a] == v:
+        ranks.act_list[r, a] = -1
+        ranks.act_len[r] = a
+    if p.prefix_caching:
+        kv.publish_owner_blocks(req, blocks, pfx_hash, v, r, req.slot[v])
     free_request_kv(p, req, ranks, blocks, r, v)
     req.num_computed[v] = 0
     req.sched_tokens[v] = 0
@@ -138,12 +146,17 @@ def trt_outstanding(p, req, blocks, ranks, r):
 
 
 @kernel
-def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer):
-    """Running requests in list order. Returns (budget left, flags, preempted)."""
+def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x):
+    """Running requests in list order. Returns (budget left, flags, preempted).
+
+    Active requests are scheduled one by one; lazy ones (all scheduled in full, guaranteed by
+    lazy.fits_in_full) only act when due, merged in running order so KV operations keep the
+    exact order of the per-request algorithm.
+    """
     # Arrays are bound to locals once: reading a NamedTuple field inside the loop costs an
     # atomic reference-count pair per access.
     bs = p.block_size
-    run_list = ranks.run_list
+    act_list = ranks.act_list
     prompt_len = req.prompt_len
     num_computed = req.num_computed
     num_generated = req.num_generated
@@ -152,14 +165,23 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer):
     slot_nhashed = blocks.slot_nhashed
     sched_tokens = req.sched_tokens
     computed_before = req.computed_before
+    seq = req.seq
     flags = 0
     committed = 0
     preempted = False
+    n_due = ranks.due_len[r]
+    d = 0
+    if ranks.lazy_count[r] > 0:
+        budget -= ranks.lazy_count[r]
+        flags |= SCHED_PROGRESS
     i = 0
-    while i < ranks.run_len[r]:
+    while i < ranks.act_len[r]:
         if budget == 0:
             break
-        q = run_list[r, i]
+        q = act_list[r, i]
+        while d < n_due and seq[ranks.due_list[r, d]] < seq[q]:
+            run_due_event(p, req, ranks, blocks, pfx_hash, r, x, ranks.due_list[r, d])
+            d += 1
         prompt = prompt_len[q]
         c = num_computed[q]
         if defer and c < prompt:
@@ -176,7 +198,7 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer):
                 if p.backend == Backend.TRTLLM:
                     stats.counters[CNT_COMMITTED] += committed
                     return budget, flags | SCHED_TRT_PREEMPT, preempted
-                v = preempt_last(p, req, ranks, blocks, stats, r)
+                v = preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
                 preempted = True
                 flags |= SCHED_PROGRESS
                 if v == q:
@@ -195,8 +217,27 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer):
         budget -= n
         flags |= SCHED_PROGRESS
         i += 1
+    while d < n_due:
+        run_due_event(p, req, ranks, blocks, pfx_hash, r, x, ranks.due_list[r, d])
+        d += 1
     stats.counters[CNT_COMMITTED] += committed
     return budget, flags, preempted
+
+
+@kernel
+def run_due_event(p, req, ranks, blocks, pfx_hash, r, x, q):
+    """A lazy request's block boundary / full block / completion at rank pass x."""
+    bs = p.block_size
+    slot = req.slot[q]
+    after = lazy.due_position(req, ranks, r, x, q) + 1
+    if after > blocks.slot_nblk[slot] * bs:
+        kv.grow_slot(ranks, blocks, r, slot, blocks.slot_nblk[slot] + 1, p.num_blocks)
+    if p.prefix_caching and after >= (blocks.slot_nhashed[slot] + 1) * bs:
+        kv.register_full_blocks(req, blocks, pfx_hash, q, r, slot, after, bs)
+    if x - req.lazy_base[q] == req.output_len[q] - req.gen_base[q]:
+        req.finishing[q] = True  # emits its last token at this pass end
+    else:
+        lazy.cal_insert(req, ranks, r, q, lazy.next_event(p, req, blocks, q))
 
 
 @kernel
@@ -249,6 +290,9 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         req.slot[q] = slot
         ranks.run_list[r, ranks.run_len[r]] = q
         ranks.run_len[r] += 1
+        ranks.act_list[r, ranks.act_len[r]] = q
+        ranks.act_len[r] += 1
+        req.seq[q] = stats.counters[CNT_ADMISSIONS]
         req.status[q] = ReqStatus.RUNNING
         kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits)
         kv.grow_slot(ranks, blocks, r, slot, ceil_div(hit_tokens + n, bs), nb)
@@ -285,8 +329,10 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
 
 @helper
 def has_decoder(req, ranks, r):
-    for k in range(ranks.run_len[r]):
-        q = ranks.run_list[r, k]
+    if ranks.lazy_count[r] > 0:
+        return True
+    for k in range(ranks.act_len[r]):
+        q = ranks.act_list[r, k]
         if req.num_computed[q] >= req.prompt_len[q]:
             return True
     return False
@@ -313,9 +359,9 @@ def pass_time(p, bs_p, isl, pfx, bs_d, ctx, sum_new, sum_ctx):
 
 
 @kernel
-def price_rank(p, req, ranks, r):
+def price_rank(p, req, ranks, r, x):
     """Duration (ns) of the rank's scheduled work: prefill set + decode set, rounded per phase."""
-    run_list = ranks.run_list
+    act_list = ranks.act_list
     sched_tokens = req.sched_tokens
     computed_before = req.computed_before
     prompt_len = req.prompt_len
@@ -323,10 +369,11 @@ def price_rank(p, req, ranks, r):
     bs_p = 0
     sum_isl = 0
     sum_pfx = 0
-    bs_d = 0
-    sum_ctx = 0
-    for k in range(ranks.run_len[r]):
-        q = run_list[r, k]
+    # lazy decoders: all in the decode set, L = lazy_sum / count + x each
+    bs_d = ranks.lazy_count[r]
+    sum_ctx = ranks.lazy_sum[r] + bs_d * x
+    for k in range(ranks.act_len[r]):
+        q = act_list[r, k]
         n = sched_tokens[q]
         if n == 0:
             continue
@@ -356,12 +403,20 @@ def price_rank(p, req, ranks, r):
 @kernel
 def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, step):
     """Run one pass's scheduling on rank r at t_ms. Returns (duration_ns, flags)."""
+    x = ranks.pass_idx[r] + 1
+    ranks.pass_idx[r] = x
     defer = False
     if p.prefill_interval > 1 and step % p.prefill_interval != 0:
         if not ranks.capacity_bound[r] and has_decoder(req, ranks, r):
             defer = True
+    if ranks.lazy_count[r] > 0:
+        lazy.pop_due(req, ranks, r, x)
+        ok, _ = lazy.fits_in_full(p, req, ranks, blocks, r, x, p.max_tokens, defer)
+        if not ok:
+            lazy.flush(req, ranks, r, x)
+            ranks.cooldown[r] = lazy.COOLDOWN_PASSES
     budget, flags, preempted = schedule_running(
-        p, req, ranks, blocks, stats, pfx_hash, r, p.max_tokens, defer)
+        p, req, ranks, blocks, stats, pfx_hash, r, p.max_tokens, defer, x)
     if not preempted and not (flags & SCHED_TRT_PREEMPT):
         budget, aflags = admit_waiting(
             p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, defer)
@@ -370,13 +425,18 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, step):
         ranks.capacity_bound[r] = ranks.wait_len[r] > 0
     ranks.deferred[r] = defer
     ranks.preempted[r] = preempted
-    return price_rank(p, req, ranks, r), flags
+    return price_rank(p, req, ranks, r, x), flags
 
 
 @kernel
 def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
-    """Pass end on rank r: every request whose known sequence is computed emits one token."""
-    run_list = ranks.run_list
+    """Pass end on rank r: every request whose known sequence is computed emits one token.
+
+    Completions are retired in running order (closed-loop replacements and KV release order
+    depend on it); steady decoders with two or more tokens turn lazy.
+    """
+    x = ranks.pass_idx[r]
+    act_list = ranks.act_list
     sched_tokens = req.sched_tokens
     num_generated = req.num_generated
     num_computed = req.num_computed
@@ -386,10 +446,21 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
     second_token = req.second_token_ms
     last_token = req.last_token_ms
     gap_run = stats.run
+    n_lazy = ranks.lazy_count[r]
+    if n_lazy > 0:
+        record_gap(stats, t_ms - ranks.last_end_ms[r], n_lazy)
+    any_done = False
+    for k in range(ranks.due_len[r]):
+        q = ranks.due_list[r, k]
+        if req.finishing[q]:
+            lazy.materialize(req, ranks, r, q, x - req.lazy_base[q], t_ms)
+            any_done = True
+    ranks.due_len[r] = 0
+    may_turn_lazy = ranks.cooldown[r] == 0
     kept = 0
-    n_run = ranks.run_len[r]
-    for k in range(n_run):
-        q = run_list[r, k]
+    n_act = ranks.act_len[r]
+    for k in range(n_act):
+        q = act_list[r, k]
         n = sched_tokens[q]
         sched_tokens[q] = 0
         g = num_generated[q]
@@ -401,18 +472,46 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
                 if gap_run[1] > 0.0 and gap == gap_run[0]:
                     gap_run[1] += 1.0
                 else:
-                    record_gap(stats, gap)
+                    record_gap(stats, gap, 1)
                 if g == 1:
                     second_token[q] = t_ms
             last_token[q] = t_ms
             g += 1
             num_generated[q] = g
             if g >= output_len[q]:
-                free_request_kv(p, req, ranks, blocks, r, q)
-                req.status[q] = ReqStatus.FINISHED
-                req.terminal_ms[q] = t_ms
-                spawn_next(p, req, stats, t_ms)
+                req.finishing[q] = True
+                any_done = True
                 continue
+            if g >= 2 and may_turn_lazy:
+                lazy.make_lazy(p, req, ranks, blocks, r, q, x)
+                continue
+        act_list[r, kept] = q
+        kept += 1
+    for k in range(kept, n_act):
+        act_list[r, k] = -1
+    ranks.act_len[r] = kept
+    if any_done:
+        retire_finished(p, req, ranks, blocks, stats, r, t_ms)
+    ranks.last_end_ms[r] = t_ms
+    if ranks.cooldown[r] > 0:
+        ranks.cooldown[r] -= 1
+
+
+@kernel
+def retire_finished(p, req, ranks, blocks, stats, r, t_ms):
+    """Drop finishing requests from the running list, in running order."""
+    run_list = ranks.run_list
+    kept = 0
+    n_run = ranks.run_len[r]
+    for k in range(n_run):
+        q = run_list[r, k]
+        if req.finishing[q]:
+            req.finishing[q] = False
+            free_request_kv(p, req, ranks, blocks, r, q)
+            req.status[q] = ReqStatus.FINISHED
+            req.terminal_ms[q] = t_ms
+            spawn_next(p, req, stats, t_ms)
+            continue
         run_list[r, kept] = q
         kept += 1
     for k in range(kept, n_run):

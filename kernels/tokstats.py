@@ -72,13 +72,13 @@ def flush_gaps(stats):
 
 
 @kernel
-def record_gap(stats, gap):
-    """Add one inter-token gap (ms); negative gaps count as 0 as AISimulate clamps them."""
+def record_gap(stats, gap, count):
+    """Add `count` inter-token gaps of `gap` ms; negative gaps count as 0 (AISimulate clamps)."""
     if gap < 0.0:
         gap = 0.0
     if stats.run[1] > 0.0 and gap == stats.run[0]:
-        stats.run[1] += 1.0
+        stats.run[1] += count
         return
     flush_gaps(stats)
     stats.run[0] = gap
-    stats.run[1] = 1.0
+    stats.run[1] = count

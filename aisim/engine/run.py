@@ -36,7 +36,7 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False) -> SimRe
     while True:
         req, ranks, blocks, workers, stats, log = st.allocate(
             n, spec.num_ranks, spec.replicas, max_running, spec.num_blocks, row_blocks,
-            log_capacity)
+            log_capacity, spec.block_size)
         req.prompt_len[:] = traffic.prompt_len
         req.output_len[:] = traffic.output_len
         req.arrival_ms[:] = traffic.arrival_ms
