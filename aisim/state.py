@@ -130,7 +130,7 @@ STATS_FIELDS = (
     Field("bins", np.int64, f"2,{SKETCH_BINS}", 0, "count", "DDSketch positive-key counts"),
     Field("counters", np.int64, "8", 0, "tokens | count",
           "committed_prefill_tokens, passes, preemptions, rejections, admissions, spawned, "
-          "log length, unused"),
+          "log length, lazy conversions"),
 )
 
 LOG_FIELDS = (

@@ -63,6 +63,7 @@ CNT_REJECTIONS = 3
 CNT_ADMISSIONS = 4
 CNT_SPAWNED = 5
 CNT_LOG = 6
+CNT_LAZY = 7  # decoders turned lazy (pass compression engaged)
 
 # DDSketch key range per sign (AISimulate keeps up to 32768 bins).
 SKETCH_OFFSET = 16384

@@ -10,6 +10,7 @@ Blocks are global ids `rank * B + i`; per-rank heads and counts live in RankStat
 """
 
 import numpy as np
+
 from aisim.kernels._jit import helper
 
 _EMPTY = np.uint64(0)

@@ -9,6 +9,7 @@ slowest participating rank.
 """
 
 import numpy as np
+
 from aisim.kernels import sched
 from aisim.kernels._jit import kernel
 from aisim.kernels.codes import CNT_PASSES, CNT_SPAWNED, LoadKind, ReqStatus, RunResult

@@ -7,6 +7,7 @@ then 32 words of scratch for the block function (kernels do not allocate).
 """
 
 import numpy as np
+
 from aisim.kernels._jit import kernel
 
 KEY = 0

@@ -13,12 +13,14 @@ requests.
 """
 
 import numpy as np
+
 from aisim.kernels import kv_blocks as kv
 from aisim.kernels import lazy
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_ADMISSIONS,
     CNT_COMMITTED,
+    CNT_LAZY,
     CNT_LOG,
     CNT_PREEMPTIONS,
     CNT_REJECTIONS,
@@ -456,7 +458,7 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
             lazy.materialize(req, ranks, r, q, x - req.lazy_base[q], t_ms)
             any_done = True
     ranks.due_len[r] = 0
-    may_turn_lazy = ranks.cooldown[r] == 0
+    may_turn_lazy = p.lazy_decode and ranks.cooldown[r] == 0
     kept = 0
     n_act = ranks.act_len[r]
     for k in range(n_act):
@@ -484,6 +486,7 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
                 continue
             if g >= 2 and may_turn_lazy:
                 lazy.make_lazy(p, req, ranks, blocks, r, q, x)
+                stats.counters[CNT_LAZY] += 1
                 continue
         act_list[r, kept] = q
         kept += 1

@@ -9,6 +9,7 @@ of the sketch key off the per-token path.
 """
 
 import numpy as np
+
 from aisim.kernels._jit import kernel
 from aisim.kernels.codes import (
     ACC_M2,

@@ -14,11 +14,11 @@ import random
 
 import numpy as np
 import pytest
-from aisim.kernels.codes import ReqStatus
 
 from aisim.engine.run import simulate
 from aisim.engine.spec import EngineSpec
 from aisim.errors import CapacityError
+from aisim.kernels.codes import ReqStatus
 from aisim.models import load_model
 from aisim.traffic import Traffic, synthetic
 from tests.reference import scheduler as ref

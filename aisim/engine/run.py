@@ -22,7 +22,8 @@ class SimResult:
     sim_ms: float  # host time of the kernel call
 
 
-def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False) -> SimResult:
+def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
+             lazy_decode: bool = True) -> SimResult:
     from aisim.kernels.codes import RunResult
     from aisim.kernels.loop import run_aggregated
 
@@ -31,7 +32,7 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False) -> SimRe
     row_blocks = -(-longest // spec.block_size) + 1
     max_running = max(1, min(spec.max_seqs, n))
     log_capacity = 2 * n + 16 if capture else 1
-    params = spec.kernel_params(capture)
+    params = spec.kernel_params(capture, lazy_decode)
     t0 = time.perf_counter()
     while True:
         req, ranks, blocks, workers, stats, log = st.allocate(

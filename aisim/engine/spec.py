@@ -35,6 +35,7 @@ class KernelParams(NamedTuple):
     load_kind: int
     concurrency: int
     capture: bool
+    lazy_decode: bool  # pass compression; False only to test that it changes nothing
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class EngineSpec:
         # AISimulate reports tensor x attention_data; the pipeline degree is not counted.
         return self.tensor * self.dp_size
 
-    def kernel_params(self, capture: bool) -> KernelParams:
+    def kernel_params(self, capture: bool, lazy_decode: bool = True) -> KernelParams:
         return KernelParams(
             backend=int(Backend.TRTLLM if self.backend == "trtllm" else Backend.VLLM),
             block_size=self.block_size,
@@ -96,6 +97,7 @@ class EngineSpec:
             load_kind=int(LoadKind.CONCURRENCY if self.load == "concurrency" else LoadKind.OPEN),
             concurrency=self.concurrency,
             capture=bool(capture),
+            lazy_decode=bool(lazy_decode),
         )
 
 
