@@ -45,10 +45,8 @@ def _exact_stats(name: str, values: np.ndarray) -> dict:
         for key in STAT_KEYS:
             out[f"{key}_{name}"] = 0.0
         return out
-    total = 0.0
-    for v in values.tolist():  # plain left-to-right sum: AISimulate's mean to the bit
-        total += v
-    mean = total / n
+    # cumsum accumulates left to right (np.sum is pairwise): AISimulate's mean to the bit
+    mean = float(np.cumsum(values)[-1]) / n
     ordered = np.sort(values)
     out[f"mean_{name}"] = mean
     out[f"min_{name}"] = float(ordered[0])

@@ -52,6 +52,8 @@ def run_prediction(config_path: str, overrides: tuple[str, ...] = (),
 
     cfg = load_config(config_path, overrides)
     spec = resolve(cfg)
+    import aisim.kernels.loop  # noqa: F401  (module import, like AISimulate's engine extension)
+
     t0 = time.perf_counter()  # AISimulate's wall_time_ms spans validated config -> metrics
     traffic = synthetic(spec)
     result = simulate(spec, traffic, capture=capture)
