@@ -33,7 +33,23 @@ def _cache_dir() -> str:
         digest.update(path.read_bytes())
     base = os.environ.get("AISIM_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aisim", "numba")
-    return os.path.join(base, digest.hexdigest()[:16])
+    folder = os.path.join(base, digest.hexdigest()[:16])
+    if not os.path.isdir(folder):
+        _prune(base, keep=3)
+    return folder
+
+
+def _prune(base: str, keep: int) -> None:
+    """Each kernel version caches ~5 MB; keep only the most recently used few."""
+    import shutil
+
+    try:
+        entries = sorted((e for e in os.scandir(base) if e.is_dir()),
+                         key=lambda e: e.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for entry in entries[keep:]:
+        shutil.rmtree(entry.path, ignore_errors=True)
 
 
 if not os.environ.get("NUMBA_CACHE_DIR"):

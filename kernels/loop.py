@@ -115,7 +115,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash):
                         best = w
             if best < 0:
                 break
-            _finish_pass(p, req, ranks, blocks, workers, stats, best, t)
+            _finish_pass(p, req, ranks, blocks, workers, stats, np.int64(best), t)
         # --- route every request that exists by now (round robin over workers, then ranks)
         while routed < stats.counters[CNT_SPAWNED] and req.arrival_ms[routed] <= t:
             w = rr_worker % n_workers
