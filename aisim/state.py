@@ -99,6 +99,7 @@ BLOCK_FIELDS = (
     Field("hash", np.uint64, "R*B", 0, "key",
           "0 = not cached; else its map key, or 1 for a cached block only its owner can hit"),
     Field("in_map", np.bool_, "R*B", False, "flag", "the block's key is in the hash map"),
+    Field("scratch", np.int32, "R*B", 0, "count", "work space of the debug invariant checks"),
     Field("lru_prev", np.int32, "R*B", -1, "block", "LRU list link"),
     Field("lru_next", np.int32, "R*B", -1, "block", "LRU list link"),
     Field("clean_stack", np.int32, "R*B", -1, "block", "per-rank stacks of unhashed free blocks"),
@@ -128,9 +129,9 @@ STATS_FIELDS = (
     Field("run", np.float64, "2", 0.0, "ms | count",
           "pending run of equal ITL gaps not yet merged: gap value, repeat count"),
     Field("bins", np.int64, f"2,{SKETCH_BINS}", 0, "count", "DDSketch positive-key counts"),
-    Field("counters", np.int64, "8", 0, "tokens | count",
+    Field("counters", np.int64, "9", 0, "tokens | count",
           "committed_prefill_tokens, passes, preemptions, rejections, admissions, spawned, "
-          "log length, lazy conversions"),
+          "log length, lazy conversions, broken invariant (debug)"),
 )
 
 LOG_FIELDS = (
@@ -206,6 +207,7 @@ class BlockState(NamedTuple):
     ref: np.ndarray
     hash: np.ndarray
     in_map: np.ndarray
+    scratch: np.ndarray
     lru_prev: np.ndarray
     lru_next: np.ndarray
     clean_stack: np.ndarray

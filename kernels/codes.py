@@ -36,6 +36,7 @@ class RunResult(IntEnum):
     TRT_PREEMPTION = 2  # TRT-LLM reservation failed to cover an allocation (internal error)
     LOG_FULL = 3  # the admission log needs a larger capacity; the caller reruns
     SLOT_TABLE_FULL = 4  # a request outgrew its block-table row (internal error)
+    INVARIANT = 5  # debug mode: a state invariant broke (detail = rank * 100 + rule)
 
 
 class Stat(IntEnum):
@@ -64,6 +65,7 @@ CNT_ADMISSIONS = 4
 CNT_SPAWNED = 5
 CNT_LOG = 6
 CNT_LAZY = 7  # decoders turned lazy (pass compression engaged)
+CNT_BROKEN = 8  # debug: rank * 100 + broken invariant rule (0 = none)
 
 # DDSketch key range per sign (AISimulate keeps up to 32768 bins).
 SKETCH_OFFSET = 16384

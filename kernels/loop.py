@@ -10,9 +10,16 @@ slowest participating rank.
 
 import numpy as np
 
-from aisim.kernels import sched
+from aisim.kernels import invariants, sched
 from aisim.kernels._jit import kernel
-from aisim.kernels.codes import CNT_PASSES, CNT_SPAWNED, LoadKind, ReqStatus, RunResult
+from aisim.kernels.codes import (
+    CNT_BROKEN,
+    CNT_PASSES,
+    CNT_SPAWNED,
+    LoadKind,
+    ReqStatus,
+    RunResult,
+)
 from aisim.kernels.tokstats import flush_gaps
 
 
@@ -41,6 +48,13 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, w, t_ms):
         ran = True
         dur, f = sched.schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, step)
         flags |= f
+        if p.check_invariants:
+            used = ranks.lazy_count[r]
+            for k in range(ranks.act_len[r]):
+                used += req.sched_tokens[ranks.act_list[r, k]]
+            bad = invariants.check_rank(p, req, ranks, blocks, r, used)
+            if bad != 0 and stats.counters[CNT_BROKEN] == 0:
+                stats.counters[CNT_BROKEN] = r * 100 + bad
         if dur > dur_max:
             dur_max = dur
     if not ran:
@@ -64,6 +78,10 @@ def _finish_pass(p, req, ranks, blocks, workers, stats, w, t_ms):
         if ranks.in_pass[r]:
             sched.emit_rank(p, req, ranks, blocks, stats, r, t_ms)
             ranks.in_pass[r] = False
+            if p.check_invariants:
+                bad = invariants.check_rank(p, req, ranks, blocks, r, 0)
+                if bad != 0 and stats.counters[CNT_BROKEN] == 0:
+                    stats.counters[CNT_BROKEN] = r * 100 + bad
         if ranks.run_len[r] > 0 or ranks.wait_len[r] > 0:
             empty = False
     workers.busy[w] = False
@@ -116,6 +134,8 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash):
             if best < 0:
                 break
             _finish_pass(p, req, ranks, blocks, workers, stats, np.int64(best), t)
+            if stats.counters[CNT_BROKEN] != 0:
+                return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
         # --- route every request that exists by now (round robin over workers, then ranks)
         while routed < stats.counters[CNT_SPAWNED] and req.arrival_ms[routed] <= t:
             w = rr_worker % n_workers
@@ -134,6 +154,8 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash):
             if not _worker_has_work(p, ranks, w):
                 continue
             flags = _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, w, t)
+            if stats.counters[CNT_BROKEN] != 0:
+                return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
             if flags & sched.SCHED_TRT_PREEMPT:
                 return RunResult.TRT_PREEMPTION, w
             if flags & sched.SCHED_LOG_FULL:

@@ -195,7 +195,7 @@ def compare(spec: EngineSpec, traffic: Traffic) -> list[str]:
     except ref.TrtPreemption:
         ref_outcome = "trt_preemption"
     try:
-        res = simulate(spec, traffic, capture=True)
+        res = simulate(spec, traffic, capture=True, check_invariants=True)
         outcome = "ok"
     except CapacityError:
         outcome = "stalled"

@@ -21,7 +21,8 @@ COMPARED = ("status", "rank", "arrival_ms", "first_admit_ms", "first_token_ms", 
 
 def _run(spec, traffic, lazy_decode):
     try:
-        return simulate(spec, traffic, capture=True, lazy_decode=lazy_decode)
+        return simulate(spec, traffic, capture=True, lazy_decode=lazy_decode,
+                        check_invariants=True)
     except CapacityError:
         return None
 

@@ -23,7 +23,7 @@ class SimResult:
 
 
 def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
-             lazy_decode: bool = True) -> SimResult:
+             lazy_decode: bool = True, check_invariants: bool = False) -> SimResult:
     from aisim.kernels.codes import RunResult
     from aisim.kernels.loop import run_aggregated
 
@@ -32,7 +32,7 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
     row_blocks = -(-longest // spec.block_size) + 1
     max_running = max(1, min(spec.max_seqs, n))
     log_capacity = 2 * n + 16 if capture else 1
-    params = spec.kernel_params(capture, lazy_decode)
+    params = spec.kernel_params(capture, lazy_decode, check_invariants)
     t0 = time.perf_counter()
     while True:
         req, ranks, blocks, workers, stats, log = st.allocate(
@@ -55,6 +55,8 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
             f"worker {where} can make no progress: its waiting requests never fit the KV pool "
             f"({spec.num_blocks} blocks of {spec.block_size} tokens per rank) or the token budget "
             f"({spec.max_tokens}); raise engine.workers.{spec.role}.kv_cache.capacity")
+    if code == RunResult.INVARIANT:
+        raise AssertionError(f"state invariant {where % 100} broken on rank {where // 100}")
     if code != RunResult.OK:
         raise RuntimeError(f"internal error: event loop returned {RunResult(code).name} "
                            f"at worker {where}")

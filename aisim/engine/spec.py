@@ -36,6 +36,7 @@ class KernelParams(NamedTuple):
     concurrency: int
     capture: bool
     lazy_decode: bool  # pass compression; False only to test that it changes nothing
+    check_invariants: bool  # debug: check every rank's state after each pass start and end
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ class EngineSpec:
         # AISimulate reports tensor x attention_data; the pipeline degree is not counted.
         return self.tensor * self.dp_size
 
-    def kernel_params(self, capture: bool, lazy_decode: bool = True) -> KernelParams:
+    def kernel_params(self, capture: bool, lazy_decode: bool = True,
+                      check_invariants: bool = False) -> KernelParams:
         return KernelParams(
             backend=int(Backend.TRTLLM if self.backend == "trtllm" else Backend.VLLM),
             block_size=self.block_size,
@@ -98,6 +100,7 @@ class EngineSpec:
             concurrency=self.concurrency,
             capture=bool(capture),
             lazy_decode=bool(lazy_decode),
+            check_invariants=bool(check_invariants),
         )
 
 
