@@ -74,6 +74,7 @@ RANK_FIELDS = (
     Field("lru_head", np.int32, "R", -1, "block", "least recently freed cached block"),
     Field("lru_tail", np.int32, "R", -1, "block", "most recently freed cached block"),
     Field("lru_len", np.int64, "R", 0, "blocks", "evictable cached blocks"),
+    Field("lru_live", np.int64, "R", 0, "blocks", "evictable blocks some request could still hit"),
     Field("clean_top", np.int64, "R", 0, "blocks", "unhashed free blocks on the clean stack"),
     Field("slot_top", np.int32, "R", 0, "count", "free block-table rows on the slot stack"),
     Field("in_pass", np.bool_, "R", False, "flag", "the rank takes part in its worker's pass"),
@@ -186,6 +187,7 @@ class RankState(NamedTuple):
     lru_head: np.ndarray
     lru_tail: np.ndarray
     lru_len: np.ndarray
+    lru_live: np.ndarray
     clean_top: np.ndarray
     slot_top: np.ndarray
     in_pass: np.ndarray

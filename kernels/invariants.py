@@ -64,17 +64,20 @@ def check_rank(p, req, ranks, blocks, r, scheduled_tokens):
     if referenced + ranks.clean_top[r] + ranks.lru_len[r] != nb:
         return BLOCKS_NOT_CONSERVED
     n = 0
+    live = 0
     b = ranks.lru_head[r]
     prev = -1
     while b >= 0:
         if blocks.ref[b] != 0 or blocks.hash[b] == 0 or blocks.lru_prev[b] != prev:
             return LRU_BROKEN
+        if blocks.in_map[b]:
+            live += 1
         n += 1
         if n > nb:
             return LRU_BROKEN
         prev = b
         b = blocks.lru_next[b]
-    if n != ranks.lru_len[r] or prev != ranks.lru_tail[r]:
+    if n != ranks.lru_len[r] or prev != ranks.lru_tail[r] or live != ranks.lru_live[r]:
         return LRU_BROKEN
     keys = blocks.map_keys
     for m in range(keys.shape[0]):

@@ -154,6 +154,7 @@ def take_block(ranks, blocks, r, num_blocks):
         if blocks.in_map[b]:
             map_delete(blocks, blocks.hash[b])
             blocks.in_map[b] = False
+            ranks.lru_live[r] -= 1
         blocks.hash[b] = _EMPTY
     blocks.ref[b] = 1
     ranks.num_referenced[r] += 1
@@ -174,6 +175,7 @@ def grow_slot(ranks, blocks, r, slot, target_blocks, num_blocks):
 def ref_hit_block(ranks, blocks, r, b):
     if blocks.ref[b] == 0:
         lru_unlink(ranks, blocks, r, b)
+        ranks.lru_live[r] -= 1  # only blocks in the map can be hit
         ranks.num_referenced[r] += 1
     blocks.ref[b] += 1
 
@@ -227,9 +229,16 @@ def release_slot(ranks, blocks, r, slot, num_blocks):
         blocks.ref[b] -= 1
         if blocks.ref[b] == 0:
             ranks.num_referenced[r] -= 1
-            if blocks.hash[b] != _EMPTY:
+            # A cached block only its finished owner could hit is dead weight. While no block
+            # anyone can hit waits in the LRU, dead blocks are freed outright: every one of them
+            # would be evicted before any live block appended later, exactly as via the LRU.
+            if blocks.in_map[b]:
+                lru_append(ranks, blocks, r, b)
+                ranks.lru_live[r] += 1
+            elif blocks.hash[b] != _EMPTY and ranks.lru_live[r] > 0:
                 lru_append(ranks, blocks, r, b)
             else:
+                blocks.hash[b] = _EMPTY
                 top = ranks.clean_top[r]
                 blocks.clean_stack[r * num_blocks + top] = b
                 ranks.clean_top[r] = top + 1
