@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from aisim import state as st
 from aisim.engine.spec import EngineSpec
 from aisim.errors import CapacityError
@@ -20,6 +22,17 @@ class SimResult:
     stats: st.StatsState
     log: st.AdmissionLog | None
     sim_ms: float  # host time of the kernel call
+
+
+def load_engine(spec: EngineSpec) -> None:
+    """Load the compiled event loop (numba runtime set-up + cached machine code, ~0.2 s), the
+    counterpart of importing AISimulate's engine extension; compiles it on a cold cache."""
+    from aisim.kernels.loop import run_aggregated
+
+    state = st.allocate(0, 1, 1, 1, 1, 1, 1, spec.block_size)
+    run_aggregated(spec.kernel_params(False)._replace(max_seqs=1, num_blocks=1, num_workers=1,
+                                                      dp_size=1),
+                   *state, np.zeros(0, dtype=np.uint64))
 
 
 def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
