@@ -105,7 +105,8 @@ BLOCK_FIELDS = (
     Field("lru_next", np.int32, "R*B", -1, "block", "LRU list link"),
     Field("clean_stack", np.int32, "R*B", -1, "block", "per-rank stacks of unhashed free blocks"),
     Field("map_keys", np.uint64, "M", 0, "key", "open-addressing map: key (0 = empty)"),
-    Field("map_vals", np.int32, "M", -1, "block", "open-addressing map: block id"),
+    Field("map_vals", np.int32, "M", -1, "block", "open-addressing map: oldest cached copy"),
+    Field("dup_next", np.int32, "R*B", -1, "block", "next cached copy of the same content"),
     Field("slot_blocks", np.int32, "R*S,K", -1, "block", "block table, one row per slot"),
     Field("slot_nblk", np.int32, "R*S", 0, "blocks", "blocks held by the slot's request"),
     Field("slot_nhashed", np.int32, "R*S", 0, "blocks", "leading blocks already cached"),
@@ -215,6 +216,7 @@ class BlockState(NamedTuple):
     clean_stack: np.ndarray
     map_keys: np.ndarray
     map_vals: np.ndarray
+    dup_next: np.ndarray
     slot_blocks: np.ndarray
     slot_nblk: np.ndarray
     slot_nhashed: np.ndarray

@@ -84,6 +84,12 @@ def check_rank(p, req, ranks, blocks, r, scheduled_tokens):
         if keys[m] != 0:
             b = blocks.map_vals[m]
             if b >= base and b < base + nb:
-                if blocks.hash[b] != keys[m] or not blocks.in_map[b]:
-                    return MAP_BROKEN
+                n_copies = 0
+                while b >= 0:
+                    if blocks.hash[b] != keys[m] or not blocks.in_map[b]:
+                        return MAP_BROKEN
+                    n_copies += 1
+                    if n_copies > nb:
+                        return MAP_BROKEN
+                    b = blocks.dup_next[b]
     return OK

@@ -42,8 +42,8 @@ def block_key(req, pfx_hash, i, j, rank):
     else:
         h = _UNIQUE_BIT | (np.uint64(i) << np.uint64(24)) | np.uint64(j)
     k = mix64(h ^ mix64(np.uint64(rank)))
-    if k == _EMPTY:
-        k = np.uint64(1)
+    if k <= _OWNER_ONLY:  # 0 and 1 are reserved markers
+        k = np.uint64(2)
     return k
 
 
@@ -63,19 +63,48 @@ def map_find(blocks, key):
 
 @helper
 def map_insert(blocks, key, block):
-    """Insert key -> block unless the key is present; returns True when inserted."""
+    """Cache `block` under `key`. vLLM keeps every copy of a content hash: the map holds the
+    oldest copy and further copies queue behind it through dup_next (a hit takes the oldest)."""
     keys = blocks.map_keys
     mask = keys.shape[0] - 1
     pos = np.int64(key & np.uint64(mask))
+    blocks.dup_next[block] = -1
     while True:
         k = keys[pos]
         if k == key:
-            return False
+            b = blocks.map_vals[pos]
+            while blocks.dup_next[b] >= 0:
+                b = blocks.dup_next[b]
+            blocks.dup_next[b] = block
+            return
         if k == _EMPTY:
             keys[pos] = key
             blocks.map_vals[pos] = block
-            return True
+            return
         pos = (pos + 1) & mask
+
+
+@helper
+def map_remove_block(blocks, key, block):
+    """Forget one cached copy of `key` (eviction); the key leaves the map with its last copy."""
+    keys = blocks.map_keys
+    mask = keys.shape[0] - 1
+    pos = np.int64(key & np.uint64(mask))
+    while keys[pos] != key:
+        pos = (pos + 1) & mask
+    head = blocks.map_vals[pos]
+    if head == block:
+        nxt = blocks.dup_next[block]
+        if nxt >= 0:
+            blocks.map_vals[pos] = nxt
+        else:
+            map_delete(blocks, key)
+    else:
+        b = head
+        while blocks.dup_next[b] != block:
+            b = blocks.dup_next[b]
+        blocks.dup_next[b] = blocks.dup_next[block]
+    blocks.dup_next[block] = -1
 
 
 @helper
@@ -152,7 +181,7 @@ def take_block(ranks, blocks, r, num_blocks):
         b = ranks.lru_head[r]
         lru_unlink(ranks, blocks, r, b)
         if blocks.in_map[b]:
-            map_delete(blocks, blocks.hash[b])
+            map_remove_block(blocks, blocks.hash[b], b)
             blocks.in_map[b] = False
             ranks.lru_live[r] -= 1
         blocks.hash[b] = _EMPTY
@@ -197,9 +226,9 @@ def register_full_blocks(req, blocks, pfx_hash, i, r, slot, num_computed, block_
         if blocks.hash[b] == _EMPTY:
             if j < n_shared:
                 key = block_key(req, pfx_hash, i, j, r)
-                if map_insert(blocks, key, b):
-                    blocks.hash[b] = key
-                    blocks.in_map[b] = True
+                map_insert(blocks, key, b)
+                blocks.hash[b] = key
+                blocks.in_map[b] = True
             else:
                 blocks.hash[b] = _OWNER_ONLY
         j += 1
@@ -214,9 +243,9 @@ def publish_owner_blocks(req, blocks, pfx_hash, i, r, slot):
         b = blocks.slot_blocks[slot, j]
         if blocks.hash[b] == _OWNER_ONLY:
             key = block_key(req, pfx_hash, i, j, r)
-            if map_insert(blocks, key, b):
-                blocks.hash[b] = key
-                blocks.in_map[b] = True
+            map_insert(blocks, key, b)
+            blocks.hash[b] = key
+            blocks.in_map[b] = True
 
 
 @helper

@@ -134,7 +134,9 @@ class KVPool:
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.clean = list(self.blocks)  # free, no content worth keeping
         self.lru: OrderedDict[int, Block] = OrderedDict()  # free but cached, oldest first
-        self.cache: dict = {}  # content key -> block
+        # content key -> its cached blocks in insertion order (vLLM keeps every copy; a lookup
+        # returns the oldest one still cached)
+        self.cache: dict = {}
 
     def num_free(self) -> int:
         return len(self.clean) + len(self.lru)
@@ -147,7 +149,10 @@ class KVPool:
             b = self.clean.pop()
         else:
             _, b = self.lru.popitem(last=False)  # evict the least recently released block
-            del self.cache[b.key]
+            copies = self.cache[b.key]
+            del copies[b.id]
+            if not copies:
+                del self.cache[b.key]
             b.key = None
         b.ref = 1
         return b
@@ -167,9 +172,13 @@ class KVPool:
                     self.clean.append(b)
 
     def register(self, key, b: Block) -> None:
-        if b.key is None and key not in self.cache:
-            self.cache[key] = b
+        if b.key is None:
+            self.cache.setdefault(key, OrderedDict())[b.id] = b
             b.key = key
+
+    def lookup(self, key) -> Block | None:
+        copies = self.cache.get(key)
+        return next(iter(copies.values())) if copies else None
 
 
 class Rank:
@@ -212,7 +221,7 @@ class Rank:
         cap = (r.known - 1) // self.cfg.block_size
         hits = []
         for j in range(cap):
-            b = self.pool.cache.get(r.key(j))
+            b = self.pool.lookup(r.key(j))
             if b is None:
                 break
             hits.append(b)
@@ -406,8 +415,8 @@ class Rank:
             assert b.ref == 0 and b.key is None
         for b in pool.lru.values():
             assert b.ref == 0 and b.key is not None
-        for key, b in pool.cache.items():
-            assert b.key == key
+        for key, copies in pool.cache.items():
+            assert copies and all(b.key == key for b in copies.values())
         assert all(not r.blocks and r.status == WAITING for r in self.waiting)
         assert len(self.running) <= cfg.max_seqs, "max_sequences exceeded"
         if budget_left is not None:
