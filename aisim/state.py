@@ -60,6 +60,8 @@ REQUEST_FIELDS = (
     Field("ev_prev", np.int32, "N", -1, "request index", "event calendar bucket link"),
     Field("ev_next", np.int32, "N", -1, "request index", "event calendar bucket link"),
     Field("finishing", np.bool_, "N", False, "flag", "completes at the in-flight pass end"),
+    Field("activated", np.bool_, "N", False, "flag",
+          "admitted with its whole prompt cached (TRT-LLM): a decode-set member this pass"),
 )
 
 RANK_FIELDS = (
@@ -175,6 +177,7 @@ class RequestState(NamedTuple):
     ev_prev: np.ndarray
     ev_next: np.ndarray
     finishing: np.ndarray
+    activated: np.ndarray
 
 
 class RankState(NamedTuple):

@@ -276,14 +276,15 @@ def release_slot(ranks, blocks, r, slot, num_blocks):
 
 
 @helper
-def probe_prefix(req, blocks, pfx_hash, i, r, known_tokens, block_size, enabled):
+def probe_prefix(req, blocks, pfx_hash, i, r, known_tokens, block_size, enabled, whole_prompt):
     """Leading cached blocks of request i's known sequence, capped so one token is computed.
 
     Returns (hit_blocks, active_hit_blocks): active hits are held by a live request.
     """
     if not enabled:
         return 0, 0
-    cap = (known_tokens - 1) // block_size
+    # vLLM always recomputes the last token; TRT-LLM can reuse a whole block-aligned prompt
+    cap = known_tokens // block_size if whole_prompt else (known_tokens - 1) // block_size
     hits = 0
     active = 0
     while hits < cap:

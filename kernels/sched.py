@@ -267,7 +267,9 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             reject(p, req, stats, q, t_ms)
             flags |= SCHED_PROGRESS
             continue
-        hits, active = kv.probe_prefix(req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching)
+        trt = p.backend == Backend.TRTLLM
+        hits, active = kv.probe_prefix(req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching,
+                                       trt)
         if p.backend == Backend.TRTLLM:
             need = ceil_div(prompt + req.output_len[q], bs) - active
             avail = nb - ranks.num_referenced[r] - outstanding
@@ -279,7 +281,9 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         hit_tokens = hits * bs
         remaining = known - hit_tokens
         n = min(remaining, budget)
-        if n == 0:
+        # TRT-LLM: a fully cached prompt needs no budget; it joins this pass's decode set
+        # (context L = P) and emits its first token at the pass end
+        if n == 0 and remaining > 0:
             break
         if not p.chunked_prefill and remaining > budget:
             break
@@ -301,6 +305,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         req.computed_before[q] = hit_tokens
         req.sched_tokens[q] = n
         req.num_computed[q] = hit_tokens + n
+        req.activated[q] = remaining == 0
         if p.prefix_caching:
             kv.register_full_blocks(req, blocks, pfx_hash, q, r, slot, hit_tokens + n, bs)
         if hit_tokens < prompt:
@@ -378,6 +383,9 @@ def price_rank(p, req, ranks, r, x):
         q = act_list[r, k]
         n = sched_tokens[q]
         if n == 0:
+            if req.activated[q]:
+                bs_d += 1
+                sum_ctx += prompt_len[q] + num_generated[q]
             continue
         a = computed_before[q]
         b = a + n
@@ -466,6 +474,9 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
         n = sched_tokens[q]
         sched_tokens[q] = 0
         g = num_generated[q]
+        if req.activated[q]:
+            req.activated[q] = False
+            n = 1
         if n > 0 and num_computed[q] == prompt_len[q] + g:
             if g == 0:
                 first_token[q] = t_ms

@@ -218,7 +218,11 @@ class Rank:
         many of them are referenced by a live request."""
         if not self.cfg.prefix_caching:
             return [], 0
-        cap = (r.known - 1) // self.cfg.block_size
+        # TRT-LLM may reuse a whole block-aligned prompt; vLLM recomputes the last token
+        if self.cfg.backend == "trtllm":
+            cap = r.known // self.cfg.block_size
+        else:
+            cap = (r.known - 1) // self.cfg.block_size
         hits = []
         for j in range(cap):
             b = self.pool.lookup(r.key(j))
@@ -307,7 +311,7 @@ class Rank:
             hit_tokens = len(hits) * bs
             remaining = r.known - hit_tokens
             n = min(remaining, budget)
-            if n == 0:
+            if n == 0 and remaining > 0:  # a fully cached prompt needs no budget
                 break
             if not cfg.chunked_prefill and remaining > budget:
                 break
@@ -357,7 +361,8 @@ class Rank:
                 bs_p += 1
                 sum_isl += min(after, r.prompt)
                 sum_pfx += before
-            if r.generated > 0 and after == r.known:  # decode or completed recompute
+            # decode, completed recompute, or a fully cached prompt (no new token: L = P)
+            if (r.generated > 0 or n == 0) and after == r.known:
                 bs_d += 1
                 sum_ctx += r.known
         prefill = decode = 0.0
