@@ -94,5 +94,68 @@ def _fast_exit() -> None:
     os._exit(0)
 
 
+@main.group()
+def optable() -> None:
+    """Compiled op-time tables: measured per-op latencies from the silicon data."""
+
+
+@optable.command("build")
+@click.option("--source", required=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Silicon tree: DIR/<hw>.yaml + DIR/<hw>/<family>/<backend>/<version>/*.parquet "
+                   "(or the systems/ folder of aisimulate / aiconfigurator-core).")
+@click.option("--hardware", default="b200_sxm", show_default=True, help="System name.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Output folder [default: the package's data/optables].")
+@click.option("--target", "targets", multiple=True, metavar="BACKEND:VERSION",
+              help="Backend version to compile (repeatable) [default: vllm:0.24.0, "
+                   "trtllm:1.3.0rc20].")
+@click.option("--origin", default="", help="Where the source tree came from (for PROVENANCE.md).")
+def optable_build(source: Path, hardware: str, out: Path | None, targets: tuple[str, ...],
+                  origin: str) -> None:
+    """Compile the silicon parquet tables into sorted Arrow tables (one per op family)."""
+    from aisim.errors import OpTableError
+    from aisim.optable.build import DEFAULT_TARGETS, build_optables
+    from aisim.optable.load import default_root
+
+    pairs = []
+    for t in targets:
+        backend, sep, version = t.partition(":")
+        if not sep or not backend or not version:
+            raise OpTableError(f"--target {t!r}: expected BACKEND:VERSION, e.g. vllm:0.24.0")
+        pairs.append((backend, version))
+    out = out if out is not None else default_root()
+    manifest = build_optables(source, hardware, out, tuple(pairs) or DEFAULT_TARGETS,
+                              origin=origin, log=lambda m: click.echo(m, err=True))
+    total = sum(t["bytes"] for t in manifest["tables"])
+    click.echo(f"wrote {len(manifest['tables'])} tables ({total / 1e6:.2f} MB) to "
+               f"{out / hardware}")
+
+
+@optable.command("inspect")
+@click.option("--hardware", default="b200_sxm", show_default=True, help="System name.")
+@click.option("--backend", default=None, help="vllm or trtllm [default: every compiled one].")
+@click.option("--version", "version", default=None, help="Backend version [default: all].")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder holding <hardware>/manifest.json [default: the shipped tables].")
+@click.option("--brief", is_flag=True, help="Only the per-family row counts and sources.")
+def optable_inspect(hardware: str, backend: str | None, version: str | None,
+                    root: Path | None, brief: bool) -> None:
+    """List what the compiled tables cover: families, rows, key ranges and sources."""
+    from aisim.optable.inspect import describe
+    from aisim.optable.load import load_optable, read_manifest
+
+    manifest = read_manifest(hardware, root)
+    pairs = sorted({(t["backend"], t["version"]) for t in manifest["targets"]})
+    pairs = [(b, v) for b, v in pairs if backend in (None, b) and version in (None, v)]
+    if not pairs:
+        pairs = [(backend or "vllm", version or "")]  # load_optable names what exists
+    for i, (b, v) in enumerate(pairs):
+        if i:
+            click.echo("")
+        for line in describe(load_optable(hardware, b, v, root), details=not brief):
+            click.echo(line)
+
+
 if __name__ == "__main__":
     main()

@@ -36,3 +36,22 @@ class NoRequestsCompleted(click.ClickException):
 
     def show(self, file=None) -> None:
         click.echo(f"ERROR: {self.format_message()}", err=True)
+
+
+class OpTableError(AisimError):
+    """The op-time tables cannot answer.
+
+    ``OpTableError(op, key, detail)``: an op's discrete key has no data (timing.md 3.6); carries
+    the op name and the key so callers and tests can tell which slice is missing.
+    ``OpTableError(message)``: a compiled table (hardware / backend / version / family) is
+    missing or unreadable; the message names it.
+    """
+
+    def __init__(self, op: str, key: str | None = None, detail: str | None = None) -> None:
+        self.op = op if key is not None else None
+        self.key = key
+        self.detail = detail
+        if key is None:
+            super().__init__(op)
+        else:
+            super().__init__(f"op-time table miss: op {op}, key {key}: {detail}")
