@@ -21,6 +21,25 @@ class ModelArch:
     head_dim: int
     max_position_embeddings: int
     dtype_bytes: int
+    hidden_size: int = 0
+    intermediate_size: int = 0
+    vocab_size: int = 0
+    model_type: str = ""
+    torch_dtype: str = "bfloat16"
+    use_qk_norm: bool = False  # Qwen3 normalises q and k per head before RoPE
+    # MoE, MLA / DSA and checkpoint quantization (read by aisim/memory.py); 0 / "" if absent
+    num_experts: int = 0  # routed experts (num_experts or n_routed_experts)
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    num_shared_experts: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    weight_quant: str = ""  # checkpoint weight quantization: "", "fp8" or "fp8_block"
 
     def kv_bytes_per_token(self, tensor_parallel: int) -> int:
         """K and V of one token on one rank: 2 x layers x (kv_heads / TP) x head_dim x bytes."""
@@ -52,9 +71,39 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
             head_dim=head_dim,
             max_position_embeddings=int(raw["max_position_embeddings"]),
             dtype_bytes=_DTYPE_BYTES.get(str(raw.get("torch_dtype", "bfloat16")), 2),
+            hidden_size=int(raw["hidden_size"]),
+            intermediate_size=int(raw.get("intermediate_size") or 0),
+            vocab_size=int(raw.get("vocab_size") or 0),
+            model_type=str(raw.get("model_type", "")),
+            torch_dtype=str(raw.get("torch_dtype", "bfloat16")),
+            use_qk_norm=str(raw.get("model_type", "")).startswith("qwen3"),
+            num_experts=_int(raw, "num_experts") or _int(raw, "n_routed_experts"),
+            num_experts_per_tok=_int(raw, "num_experts_per_tok"),
+            moe_intermediate_size=_int(raw, "moe_intermediate_size"),
+            num_shared_experts=_int(raw, "n_shared_experts"),
+            q_lora_rank=_int(raw, "q_lora_rank"),
+            kv_lora_rank=_int(raw, "kv_lora_rank"),
+            qk_nope_head_dim=_int(raw, "qk_nope_head_dim"),
+            qk_rope_head_dim=_int(raw, "qk_rope_head_dim"),
+            v_head_dim=_int(raw, "v_head_dim"),
+            index_n_heads=_int(raw, "index_n_heads"),
+            index_head_dim=_int(raw, "index_head_dim"),
+            weight_quant=_weight_quant(raw.get("quantization_config")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{field}: model config {model!r} lacks a usable {exc}") from None
+
+
+def _int(raw: dict, key: str) -> int:
+    value = raw.get(key)
+    return int(value) if value is not None else 0
+
+
+def _weight_quant(qcfg) -> str:
+    """'fp8_block' for block-scaled fp8 checkpoints, 'fp8' for other fp8 ones, else ''."""
+    if not isinstance(qcfg, dict) or str(qcfg.get("quant_method", "")).lower() != "fp8":
+        return ""
+    return "fp8_block" if qcfg.get("weight_block_size") else "fp8"
 
 
 def _read_config(model: str, field: str, base_dir: Path | None) -> dict:

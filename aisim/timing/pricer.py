@@ -1,0 +1,58 @@
+"""Python API over the pass-pricing kernels: PREFILL / DECODE in ms and per-op breakdowns."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aisim.kernels import optime_pass
+from aisim.timing.plan import PassPlan
+
+
+class PassPricer:
+    """Prices passes of one resolved plan; each call runs one numba kernel.
+
+    `prefill(batch, isl, prefix)`: isl is the full length per request (cached prefix + new
+    tokens), as the scheduler's PREFILL(bs, isl, pfx) of behaviour.md 4.4.
+    `decode(batch, ctx)`: ctx is the floored mean context incl. the token being decoded.
+    Results are ms per pass per GPU, not rounded (the event loop rounds each phase to ns).
+    """
+
+    def __init__(self, plan: PassPlan) -> None:
+        self.plan = plan
+        self._out = np.zeros(len(plan.op_names), np.float64)
+
+    def prefill(self, batch: int, isl: int, prefix: int = 0) -> float:
+        _check(batch, isl, prefix)
+        return float(optime_pass.price_prefill(self.plan.arrays, np.int64(batch), np.int64(isl),
+                                               np.int64(prefix), self._out))
+
+    def decode(self, batch: int, ctx: int) -> float:
+        if batch < 1 or ctx < 1:
+            raise ValueError(f"decode needs batch >= 1 and ctx >= 1, got {batch}, {ctx}")
+        return float(optime_pass.price_decode(self.plan.arrays, np.int64(batch), np.int64(ctx),
+                                              self._out))
+
+    def prefill_breakdown(self, batch: int, isl: int, prefix: int = 0) -> list[tuple[str, float]]:
+        self.prefill(batch, isl, prefix)
+        n = self.plan.num_ctx_ops
+        return list(zip(self.plan.op_names[:n], self._out[:n].tolist(), strict=True))
+
+    def decode_breakdown(self, batch: int, ctx: int) -> list[tuple[str, float]]:
+        self.decode(batch, ctx)
+        n = self.plan.num_ctx_ops
+        return list(zip(self.plan.op_names[n:], self._out[n:].tolist(), strict=True))
+
+    def mixed(self, prefill: tuple[int, int, int] | None, decode: tuple[int, int] | None) -> float:
+        """The simulator's additive mixed pass: PREFILL(...) + DECODE(...) (timing.md 2.3)."""
+        total = 0.0
+        if prefill is not None:
+            total += self.prefill(*prefill)
+        if decode is not None:
+            total += self.decode(*decode)
+        return total
+
+
+def _check(batch: int, isl: int, prefix: int) -> None:
+    if batch < 1 or isl < 1 or prefix < 0 or prefix >= isl:
+        raise ValueError(f"prefill needs batch >= 1 and 0 <= prefix < isl, got {batch}, {isl}, "
+                         f"{prefix}")

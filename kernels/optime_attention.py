@@ -1,0 +1,245 @@
+"""Attention latency lookups over one resolved key slice (timing.md 3.2 and 3.3).
+
+A slice is a 3-level nest, CSR style: axis-0 values v0[A0] with offsets o0[A0+1] into axis-1
+values v1, offsets o1 into axis-2 values v2, and leaf latencies lat[A2] (ms per layer).
+  context attention:    axes (num_heads, seq, batch), sqrt(latency) blended along seq;
+  generation attention: axes (num_heads, batch, kv_len), raw linear on every axis, leaves
+                        already raised to at least SOL at load.
+`par` (float64[PAR_SIZE]) holds the slice's constants for its SOL (see PAR_* below).
+
+Per axis: an exact key collapses the level; between two keys the two branches are blended
+(sqrt space on the context seq axis, raw elsewhere); when only one branch has data (the
+staircase edge) the survivor is rescaled by SOL(query) / SOL(survivor coordinate) along that
+axis; when no branch has data, or the query is outside an axis's range, the whole lookup falls
+to the multi-axis utilisation hold: the 4 nearest leaves in joint log2 space, tapered Shepard
+weights ((R - d) / (R d))^2 with R the 5th nearest distance, latency = SOL(query) / mean util.
+
+Mirrors: AISimulate 0.13 perf_interp v2 Grid resolver (context / generation attention).
+"""
+
+import math
+
+from aisim.kernels._jit import helper, kernel
+
+KIND_CONTEXT = 0
+KIND_GENERATION = 1
+
+PAR_NUM_KV_HEADS = 0   # kv heads per rank (ignored when PAR_MHA is 1: kv heads = heads)
+PAR_HEAD_DIM = 1
+PAR_KV_BYTES = 2       # bytes per KV element
+PAR_FLOPS = 3          # tensor FLOP/s of the fmha dtype
+PAR_WINDOW = 4         # sliding window, 0 = none
+PAR_MEM_BW = 5         # bytes/s
+PAR_MHA = 6            # 1 when the slice key is the MHA sentinel (n_kv_lookup = 0)
+PAR_SIZE = 8
+
+
+@helper
+def attention_sol_ms(kind, heads, x1, x2, par):
+    """SOL of one layer at axis coordinates (heads, x1, x2), ms.
+
+    context (x1 = seq s, x2 = batch b): FLOPs 2 b s^2 n d 2 / 2 (window w < s: 2 b s w n d 2),
+      bytes 2 b (2 n s d) + kv_bytes b 2 n_kv s d.
+    generation (x1 = batch b, x2 = kv s): FLOPs 2 b n d 2 (s - 1),
+      bytes b (n d 2 + 2 n_kv (s - 1) d kv_bytes + n d 2).
+    """
+    d = par[PAR_HEAD_DIM]
+    n_kv = heads if par[PAR_MHA] != 0.0 else par[PAR_NUM_KV_HEADS]
+    kvb = par[PAR_KV_BYTES]
+    if kind == KIND_CONTEXT:
+        s = x1
+        b = x2
+        w = par[PAR_WINDOW]
+        if w > 0.0 and w < s:
+            flops = 2.0 * b * s * w * heads * d * 2.0
+        else:
+            flops = 2.0 * b * s * s * heads * d * 2.0 / 2.0
+        nbytes = 2.0 * b * (2.0 * heads * s * d) + kvb * b * 2.0 * n_kv * s * d
+    else:
+        b = x1
+        s = x2
+        flops = 2.0 * b * heads * d * 2.0 * (s - 1.0)
+        nbytes = b * (heads * d * 2.0 + 2.0 * n_kv * (s - 1.0) * d * kvb + heads * d * 2.0)
+    compute = flops / par[PAR_FLOPS]
+    memory = nbytes / par[PAR_MEM_BW]
+    return (compute if compute > memory else memory) * 1000.0
+
+
+@helper
+def _lower_bound(v, lo, hi, x):
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if v[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@helper
+def _level2(i1, x2, o1, v2, lat):
+    lo = o1[i1]
+    hi = o1[i1 + 1]
+    a = _lower_bound(v2, lo, hi, x2)
+    if a < hi and v2[a] == x2:
+        return lat[a]
+    if lo < a < hi:
+        w = (x2 - v2[a - 1]) / (v2[a] - v2[a - 1])
+        return lat[a - 1] + (lat[a] - lat[a - 1]) * w
+    return math.nan
+
+
+@kernel
+def _level1(kind, i0, heads, x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1):
+    lo = o0[i0]
+    hi = o0[i0 + 1]
+    a = _lower_bound(v1, lo, hi, x1)
+    if a < hi and v1[a] == x1:
+        return _level2(a, x2, o1, v2, lat)
+    if not (lo < a < hi):
+        return math.nan
+    y0 = _level2(a - 1, x2, o1, v2, lat)
+    y1 = _level2(a, x2, o1, v2, lat)
+    ok0 = not math.isnan(y0)
+    ok1 = not math.isnan(y1)
+    if ok0 and ok1:
+        w = (x1 - v1[a - 1]) / (v1[a] - v1[a - 1])
+        if sqrt_axis1:
+            r0 = math.sqrt(y0)
+            r = r0 + (math.sqrt(y1) - r0) * w
+            return r * r
+        return y0 + (y1 - y0) * w
+    if ok0:
+        return y0 * (attention_sol_ms(kind, heads, x1, x2, par)
+                     / attention_sol_ms(kind, heads, v1[a - 1], x2, par))
+    if ok1:
+        return y1 * (attention_sol_ms(kind, heads, x1, x2, par)
+                     / attention_sol_ms(kind, heads, v1[a], x2, par))
+    return math.nan
+
+
+@kernel
+def grid_latency_ms(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, par, scratch_d, scratch_i):
+    """Latency of one layer at (x0, x1, x2) over the slice, with the fall-backs of the module doc.
+
+    scratch_d float64[>=5], scratch_i int64[>=5]: caller-owned scratch for the hold.
+    """
+    sqrt_axis1 = kind == KIND_CONTEXT
+    n0 = v0.shape[0]
+    a = _lower_bound(v0, 0, n0, x0)
+    y = math.nan
+    if a < n0 and v0[a] == x0:
+        y = _level1(kind, a, x0, x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
+    elif 0 < a < n0:
+        y0 = _level1(kind, a - 1, v0[a - 1], x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
+        y1 = _level1(kind, a, v0[a], x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
+        ok0 = not math.isnan(y0)
+        ok1 = not math.isnan(y1)
+        if ok0 and ok1:
+            w = (x0 - v0[a - 1]) / (v0[a] - v0[a - 1])
+            y = y0 + (y1 - y0) * w
+        elif ok0:
+            y = y0 * (attention_sol_ms(kind, x0, x1, x2, par)
+                      / attention_sol_ms(kind, v0[a - 1], x1, x2, par))
+        elif ok1:
+            y = y1 * (attention_sol_ms(kind, x0, x1, x2, par)
+                      / attention_sol_ms(kind, v0[a], x1, x2, par))
+    if not math.isnan(y):
+        return y
+    return hold_latency_ms(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, par, scratch_d,
+                           scratch_i)
+
+
+@kernel
+def hold_latency_ms(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, par, best_d, best_i):
+    """Multi-axis utilisation hold over the 4 nearest leaves (log2 space), tapered weights."""
+    q0 = math.log2(x0)
+    q1 = math.log2(x1)
+    q2 = math.log2(x2)
+    num_best = 0
+    for i in range(5):
+        best_d[i] = math.inf
+        best_i[i] = -1
+    # leaf -> its axis-0 and axis-1 index, walked in nest order (ties keep the earlier leaf)
+    leaf_c0 = 0.0
+    leaf_c1 = 0.0
+    for i0 in range(v0.shape[0]):
+        d0 = math.log2(v0[i0]) - q0
+        for i1 in range(o0[i0], o0[i0 + 1]):
+            d1 = math.log2(v1[i1]) - q1
+            for i2 in range(o1[i1], o1[i1 + 1]):
+                d2 = math.log2(v2[i2]) - q2
+                dist = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+                if num_best < 5 or dist < best_d[num_best - 1]:
+                    j = num_best if num_best < 5 else 4
+                    while j > 0 and best_d[j - 1] > dist:
+                        if j < 5:
+                            best_d[j] = best_d[j - 1]
+                            best_i[j] = best_i[j - 1]
+                        j -= 1
+                    best_d[j] = dist
+                    best_i[j] = i2
+                    if num_best < 5:
+                        num_best += 1
+    if num_best == 0:
+        return math.nan
+    if best_d[0] == 0.0:
+        return lat[best_i[0]]
+    num_anchor = num_best if num_best < 4 else 4
+    radius = best_d[4] if num_best == 5 else best_d[num_best - 1] * (1.0 + 1e-9)
+    num = 0.0
+    den = 0.0
+    for j in range(num_anchor):
+        i2 = best_i[j]
+        # recover the leaf's axis-0 / axis-1 coordinates
+        i1 = _owner(o1, i2)
+        i0 = _owner(o0, i1)
+        leaf_c0 = v0[i0]
+        leaf_c1 = v1[i1]
+        util = attention_sol_ms(kind, leaf_c0, leaf_c1, v2[i2], par) / lat[i2]
+        dj = best_d[j]
+        t = (radius - dj) / (radius * dj)
+        w = t * t
+        num += w * util
+        den += w
+    if den <= 0.0:
+        # every anchor at the radius: equal weights
+        num = 0.0
+        for j in range(num_anchor):
+            i2 = best_i[j]
+            i1 = _owner(o1, i2)
+            i0 = _owner(o0, i1)
+            num += attention_sol_ms(kind, v0[i0], v1[i1], v2[i2], par) / lat[i2]
+        den = num_anchor
+    return attention_sol_ms(kind, x0, x1, x2, par) / (num / den)
+
+
+@helper
+def _owner(off, child):
+    """Index p with off[p] <= child < off[p + 1]."""
+    lo = 0
+    hi = off.shape[0] - 1
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if off[mid] <= child:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@kernel
+def generation_5sample_ms(heads, batch, s, v0, o0, v1, o1, v2, lat, par, scratch_d, scratch_i):
+    """Mean of 5 lookups at kv in [0.9 s, 1.1 s] (timing.md 3.3)."""
+    s_min = int(math.floor(0.9 * s))  # noqa: RUF046 (numba typing)
+    if s_min < 1:
+        s_min = 1
+    s_max = int(math.floor(1.1 * s))  # noqa: RUF046 (numba typing)
+    if s_max < s_min:
+        s_max = s_min
+    total = 0.0
+    for i in range(5):
+        kv = s_min + ((s_max - s_min) * i) // 4
+        total += grid_latency_ms(KIND_GENERATION, heads, batch, float(kv), v0, o0, v1, o1, v2,
+                                 lat, par, scratch_d, scratch_i)
+    return total / 5.0
