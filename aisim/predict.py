@@ -54,14 +54,26 @@ def run_prediction(config_path: str, overrides: tuple[str, ...] = (),
     spec = resolve(cfg)
     load_engine(spec)  # like importing AISimulate's compiled engine: outside wall_time_ms
     t0 = time.perf_counter()  # AISimulate's wall_time_ms spans validated config -> metrics
+    plan = None
+    if spec.timing == "op_level":
+        from aisim.timing.provider import plan_for
+
+        plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{spec.role}")
     traffic = synthetic(spec)
-    result = simulate(spec, traffic, capture=capture)
+    result = simulate(spec, traffic, capture=capture, plan=plan)
     summary = summarize(result)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     wall_s = max(wall_ms / 1000.0, 1e-9)
     prediction = dict(summary)
     prediction.update(power_fields())
-    prediction["prediction_provenance"] = {spec.role: dict(_PROVENANCE[spec.timing])}
+    if spec.timing == "op_level":
+        from aisim.timing.provider import provenance as op_level_provenance
+
+        prediction["prediction_provenance"] = {spec.role: op_level_provenance(spec)}
+        # no energy model yet: coverage 0 (AISimulate's figure for tables without power)
+        prediction["power_coverage"] = 0.0
+    else:
+        prediction["prediction_provenance"] = {spec.role: dict(_PROVENANCE[spec.timing])}
     prediction["wall_time_ms"] = wall_ms
     prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
     prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s

@@ -318,3 +318,31 @@ def check_invariants(ranks: RankState, blocks: BlockState, req: RequestState,
             assert blocks.ref[b] == count, f"block {b}: ref {blocks.ref[b]} != owners {count}"
         free = int(ranks.clean_top[r]) + int(ranks.lru_len[r])
         assert free + int(ranks.num_referenced[r]) == blocks_per_rank, "blocks not conserved"
+
+
+class TimingMemo(NamedTuple):
+    """Direct-mapped cache of op-level phase prices (kernels.sched.op_level_ms)."""
+
+    keys: np.ndarray  # int64[M, 4] (phase 0 prefill / 1 decode, batch, isl or ctx, prefix); -1
+    vals: np.ndarray  # float64[M] ms
+    out_ms: np.ndarray  # float64[ops] per-op scratch of the pricing kernels
+
+
+def allocate_memo(num_ops: int, slots: int = 1 << 14) -> TimingMemo:
+    return TimingMemo(np.full((slots, 4), -1, np.int64), np.zeros(slots), np.zeros(max(1, num_ops)))
+
+
+_PLAN_INT_FIELDS = ("op_kind", "op_index", "gemm_num_sites", "site_off", "ctx_o0", "ctx_o1",
+                    "gen_o0", "gen_o1", "scratch_i")
+
+
+def placeholder_plan():
+    """A DensePlan-typed value for runs without op-level timing (one kernel specialization)."""
+    from aisim.timing.plan import DensePlan
+
+    arrays = []
+    for name in DensePlan._fields:
+        dtype = np.int64 if name in _PLAN_INT_FIELDS or name == "gemm_sites" else np.float64
+        shape = (1, 4) if name in ("gemm_sites", "gemm_weights") else (1,)
+        arrays.append(np.zeros(shape, dtype))
+    return DensePlan(*arrays)

@@ -21,6 +21,7 @@ class Backend(IntEnum):
 class TimingKind(IntEnum):
     FIXED = 0
     POLYNOMIAL = 1
+    OP_LEVEL = 2  # priced from the op-time table (aisim.timing plan + kernels.optime_pass)
 
 
 class LoadKind(IntEnum):

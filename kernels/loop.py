@@ -33,7 +33,7 @@ def _worker_has_work(p, ranks, w):
 
 
 @kernel
-def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, w, t_ms):
+def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, w, t_ms):
     """Schedule every rank of worker w with work; returns flags (0 when nothing ran)."""
     dur_max = np.int64(0)
     flags = 0
@@ -46,7 +46,8 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, w, t_ms):
             continue
         ranks.in_pass[r] = True
         ran = True
-        dur, f = sched.schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, step)
+        dur, f = sched.schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r,
+                                     t_ms, step)
         flags |= f
         if p.check_invariants:
             used = ranks.lazy_count[r]
@@ -92,7 +93,7 @@ def _finish_pass(p, req, ranks, blocks, workers, stats, w, t_ms):
 
 
 @kernel
-def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash):
+def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo):
     """Advance the whole simulation. Returns (RunResult code, detail index)."""
     n_req = req.prompt_len.shape[0]
     n_workers = p.num_workers
@@ -153,7 +154,8 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash):
                 continue
             if not _worker_has_work(p, ranks, w):
                 continue
-            flags = _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, w, t)
+            flags = _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo,
+                                w, t)
             if stats.counters[CNT_BROKEN] != 0:
                 return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
             if flags & sched.SCHED_TRT_PREEMPT:

@@ -15,7 +15,7 @@ requests.
 import numpy as np
 
 from aisim.kernels import kv_blocks as kv
-from aisim.kernels import lazy
+from aisim.kernels import lazy, optime_pass
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_ADMISSIONS,
@@ -346,11 +346,46 @@ def has_decoder(req, ranks, r):
 
 
 @helper
-def pass_time(p, bs_p, isl, pfx, bs_d, ctx, sum_new, sum_ctx):
+def _memo_slot(kind, a, b, c, mask):
+    h = (kind * 0x9E3779B1 + a * 0x85EBCA77 + b * 0xC2B2AE3D + c * 0x27D4EB2F) & 0x7FFFFFFF
+    return (h ^ (h >> 15)) & mask
+
+
+@kernel
+def op_level_ms(plan, memo, kind, a, b, c):
+    """PREFILL (kind 0: batch a, isl b, prefix c) or DECODE (kind 1: batch a, ctx b), memoized.
+
+    Pass shapes repeat massively (a steady decode batch prices the same key for thousands of
+    passes); a direct-mapped cache keeps the op-level evaluation off most passes.
+    """
+    keys = memo.keys
+    slot = _memo_slot(kind, a, b, c, keys.shape[0] - 1)
+    if (keys[slot, 0] == kind and keys[slot, 1] == a and keys[slot, 2] == b
+            and keys[slot, 3] == c):
+        return memo.vals[slot]
+    if kind == 0:
+        v = optime_pass.price_prefill(plan, a, b, c, memo.out_ms)
+    else:
+        v = optime_pass.price_decode(plan, a, b, memo.out_ms)
+    keys[slot, 0] = kind
+    keys[slot, 1] = a
+    keys[slot, 2] = b
+    keys[slot, 3] = c
+    memo.vals[slot] = v
+    return v
+
+
+@helper
+def pass_time(p, plan, memo, bs_p, isl, pfx, bs_d, ctx, sum_new, sum_ctx):
     """(prefill_ms, decode_ms) of a rank's pass from its batch shape (behaviour.md 4.4)."""
     prefill = 0.0
     decode = 0.0
-    if p.timing_kind == TimingKind.FIXED:
+    if p.timing_kind == TimingKind.OP_LEVEL:
+        if bs_p > 0 and isl != pfx:
+            prefill = op_level_ms(plan, memo, 0, bs_p, isl, pfx)
+        if bs_d > 0:
+            decode = op_level_ms(plan, memo, 1, bs_d, ctx, 0)
+    elif p.timing_kind == TimingKind.FIXED:
         if bs_p > 0 and isl != pfx:
             prefill = p.prefill_ms
         if bs_d > 0:
@@ -366,7 +401,7 @@ def pass_time(p, bs_p, isl, pfx, bs_d, ctx, sum_new, sum_ctx):
 
 
 @kernel
-def price_rank(p, req, ranks, r, x):
+def price_rank(p, req, ranks, r, x, plan, memo):
     """Duration (ns) of the rank's scheduled work: prefill set + decode set, rounded per phase."""
     act_list = ranks.act_list
     sched_tokens = req.sched_tokens
@@ -406,12 +441,13 @@ def price_rank(p, req, ranks, r, x):
         pfx = sum_pfx // bs_p
     if bs_d > 0:
         ctx = sum_ctx // bs_d
-    prefill, decode = pass_time(p, bs_p, isl, pfx, bs_d, ctx, sum_isl - sum_pfx, sum_ctx)
+    prefill, decode = pass_time(p, plan, memo, bs_p, isl, pfx, bs_d, ctx, sum_isl - sum_pfx,
+                                sum_ctx)
     return round_ns(prefill) + round_ns(decode)
 
 
 @kernel
-def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, step):
+def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_ms, step):
     """Run one pass's scheduling on rank r at t_ms. Returns (duration_ns, flags)."""
     x = ranks.pass_idx[r] + 1
     ranks.pass_idx[r] = x
@@ -435,7 +471,7 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, step):
         ranks.capacity_bound[r] = ranks.wait_len[r] > 0
     ranks.deferred[r] = defer
     ranks.preempted[r] = preempted
-    return price_rank(p, req, ranks, r, x), flags
+    return price_rank(p, req, ranks, r, x, plan, memo), flags
 
 
 @kernel

@@ -148,3 +148,23 @@ def test_duplicate_yaml_key_is_an_error(tmp_path: Path) -> None:
 def test_missing_config_file(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["predict", "-c", str(tmp_path / "nope.yaml")])
     assert res.exit_code == 2
+
+
+OP_LEVEL = BASE.replace("timing: {type: fixed, prefill_ms: 7.3, decode_ms: 1.7}",
+                        "timing: {type: default}")
+
+
+def test_op_level_timing_runs_from_the_shipped_table(tmp_path: Path) -> None:
+    res = _run(tmp_path, OP_LEVEL, "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    prov = out["prediction_provenance"]["aggregated"]
+    assert prov["estimator"] == "op_level" and prov["data_version"] == "0.24.0"
+    assert out["completed_requests"] == 12 and out["mean_ttft_ms"] > 0
+
+
+def test_op_level_timing_for_moe_models_is_not_available_yet(tmp_path: Path) -> None:
+    text = OP_LEVEL.replace("Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B")
+    res = _run(tmp_path, text)
+    assert res.exit_code == 2
+    assert "engine.workers.aggregated.timing" in res.stderr and "not available yet" in res.stderr

@@ -22,6 +22,9 @@ pytestmark = pytest.mark.golden
 # (about 1 ns on a few preemption passes); the polynomial decode-utilisation input under
 # preemption is not fully pinned down yet (see NOTES.md).
 RTOL = {"polynomial-kv-pressure": 2e-9}
+# Fields not modelled yet: TRT-LLM's tables carry measured power, but the energy model
+# (issue 3 part 5) is not built, so power_w / power_coverage differ there.
+NOT_MODELLED = {"dense-trtllm-c64-r256": {"power_w", "power_coverage"}}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -32,6 +35,7 @@ def test_prediction_matches_aisimulate(name: str) -> None:
     capture = (folder / "requests.jsonl").exists()
     pred = run_prediction(str(folder / "config.yaml"), capture=capture)
     assert (pred.prediction["completed_requests"] > 0) == (meta["exit_code"] == 0)
+    ref = {k: v for k, v in ref.items() if k not in NOT_MODELLED.get(name, ())}
     bad = mismatches(pred.prediction, ref, rtol=RTOL.get(name, 1e-9))
     assert not bad, "\n".join(bad[:10])
     if capture:

@@ -20,7 +20,6 @@ from aisim.config.schema import (
 
 NOT_YET_AVAILABLE = frozenset(
     {
-        "op_level_timing",  # timing: {type: default} (comes with the op-time table)
         "default_capacity",  # capacity from the GPU memory model
         "mtp",  # engine.nextn > 0
         "speculation",
@@ -66,7 +65,7 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         yield "sglang", "engine.backend", "the SGLang scheduler"
     if eng.estimation_mode not in ("auto", "op_level"):
         yield "fpm_estimation", "engine.estimation_mode", f"estimation mode {eng.estimation_mode!r}"
-    if eng.database_mode != "SILICON":
+    if eng.database_mode not in ("SILICON", "SOL"):
         yield "database_mode", "engine.database_mode", f"database mode {eng.database_mode!r}"
     if eng.nextn > 0:
         yield "mtp", "engine.nextn", f"native MTP (nextn = {eng.nextn})"

@@ -32,11 +32,14 @@ def load_engine(spec: EngineSpec) -> None:
     state = st.allocate(0, 1, 1, 1, 1, 1, 1, spec.block_size)
     run_aggregated(spec.kernel_params(False)._replace(max_seqs=1, num_blocks=1, num_workers=1,
                                                       dp_size=1),
-                   *state, np.zeros(0, dtype=np.uint64))
+                   *state, np.zeros(0, dtype=np.uint64), st.placeholder_plan(),
+                   st.allocate_memo(1, 16))
 
 
 def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
-             lazy_decode: bool = True, check_invariants: bool = False) -> SimResult:
+             lazy_decode: bool = True, check_invariants: bool = False,
+             plan=None) -> SimResult:
+    """Run the event loop; `plan` is the op-level PassPlan when spec.timing == "op_level"."""
     from aisim.kernels.codes import RunResult
     from aisim.kernels.loop import run_aggregated
 
@@ -46,6 +49,12 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
     max_running = max(1, min(spec.max_seqs, n))
     log_capacity = 2 * n + 16 if capture else 1
     params = spec.kernel_params(capture, lazy_decode, check_invariants)
+    if spec.timing == "op_level":
+        if plan is None:
+            raise ValueError("op-level timing needs its PassPlan")
+        arrays, memo = plan.arrays, st.allocate_memo(len(plan.op_names))
+    else:
+        arrays, memo = st.placeholder_plan(), st.allocate_memo(1, 16)
     t0 = time.perf_counter()
     while True:
         req, ranks, blocks, workers, stats, log = st.allocate(
@@ -58,7 +67,7 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         req.pfx_len[:] = traffic.pfx_len
         workers.ready_ms[:] = spec.startup_ms
         code, where = run_aggregated(params._replace(max_seqs=max_running), req, ranks, blocks,
-                                     workers, stats, log, traffic.pfx_hash)
+                                     workers, stats, log, traffic.pfx_hash, arrays, memo)
         if code != RunResult.LOG_FULL:
             break
         log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room

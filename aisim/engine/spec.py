@@ -56,7 +56,7 @@ class EngineSpec:
     prefix_caching: bool
     chunked_prefill: bool
     prefill_interval: int
-    timing: str  # fixed | polynomial
+    timing: str  # fixed | polynomial | op_level
     prefill_ms: float
     decode_ms: float
     startup_ms: float
@@ -69,6 +69,8 @@ class EngineSpec:
     input_tokens: int
     output_tokens: int
     cached_prefix_tokens: int
+    backend_version: str | None = None  # op-time table version; None = newest
+    database_mode: str = "SILICON"
 
     @property
     def num_ranks(self) -> int:
@@ -93,7 +95,8 @@ class EngineSpec:
             dp_size=self.dp_size,
             num_workers=self.replicas,
             prefill_interval=self.prefill_interval,
-            timing_kind=int(TimingKind.FIXED if self.timing == "fixed" else TimingKind.POLYNOMIAL),
+            timing_kind=int({"fixed": TimingKind.FIXED, "polynomial": TimingKind.POLYNOMIAL,
+                             "op_level": TimingKind.OP_LEVEL}[self.timing]),
             prefill_ms=float(self.prefill_ms),
             decode_ms=float(self.decode_ms),
             load_kind=int(LoadKind.CONCURRENCY if self.load == "concurrency" else LoadKind.OPEN),
@@ -131,6 +134,8 @@ def resolve(cfg) -> EngineSpec:
         max_model_len = int(eng.context_length)
     timing = worker.timing
     timing_kind = getattr(timing, "TYPE", "fixed")
+    if timing_kind == "default":
+        timing_kind = "op_level"
     src = cfg.traffic.source
     load = cfg.traffic.load
     load_kind = getattr(load, "TYPE", "concurrency")
@@ -152,6 +157,8 @@ def resolve(cfg) -> EngineSpec:
         prefill_interval=(worker.scheduler.prefill_schedule_interval
                           if eng.backend == "vllm" and par.attention_data > 1 else 1),
         timing=timing_kind,
+        backend_version=eng.backend_version,
+        database_mode=str(getattr(timing, "database_mode", None) or eng.database_mode).upper(),
         prefill_ms=float(getattr(timing, "prefill_ms", 0.0) or 0.0),
         decode_ms=float(getattr(timing, "decode_ms", 0.0) or 0.0),
         # AISimulate 0.13 accepts startup_seconds but its replay ignores it (pinned golden)
