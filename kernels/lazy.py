@@ -115,7 +115,7 @@ def flush(req, ranks, r, x):
     ranks.act_len[r] = n
 
 
-@kernel
+@helper
 def pop_due(req, ranks, r, x):
     """Move the lazy requests with an event at pass x to due_list, sorted by running order."""
     mask = ranks.cal_head.shape[1] - 1
@@ -136,7 +136,7 @@ def pop_due(req, ranks, r, x):
     ranks.due_len[r] = n
 
 
-@kernel
+@helper
 def fits_in_full(p, req, ranks, blocks, r, x, budget, defer):
     """Would the exact pass schedule every running request in full, with no preemption?"""
     bs = p.block_size

@@ -11,7 +11,7 @@ slowest participating rank.
 import numpy as np
 
 from aisim.kernels import invariants, sched
-from aisim.kernels._jit import kernel
+from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_BROKEN,
     CNT_PASSES,
@@ -32,7 +32,7 @@ def _worker_has_work(p, ranks, w):
     return False
 
 
-@kernel
+@helper
 def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, w, t_ms):
     """Schedule every rank of worker w with work; returns flags (0 when nothing ran)."""
     dur_max = np.int64(0)
@@ -71,7 +71,7 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
     return flags | 1 << 9  # started marker
 
 
-@kernel
+@helper
 def _finish_pass(p, req, ranks, blocks, workers, stats, w, t_ms):
     empty = True
     for d in range(p.dp_size):

@@ -147,7 +147,7 @@ def trt_outstanding(p, req, blocks, ranks, r):
     return total
 
 
-@kernel
+@helper
 def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x):
     """Running requests in list order. Returns (budget left, flags, preempted).
 
@@ -242,7 +242,7 @@ def run_due_event(p, req, ranks, blocks, pfx_hash, r, x, q):
         lazy.cal_insert(req, ranks, r, q, lazy.next_event(p, req, blocks, q))
 
 
-@kernel
+@helper
 def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, defer):
     """FCFS admission with head-of-line blocking. Returns (budget left, flags)."""
     bs = p.block_size
@@ -400,7 +400,7 @@ def pass_time(p, plan, memo, bs_p, isl, pfx, bs_d, ctx, sum_new, sum_ctx):
     return prefill, decode
 
 
-@kernel
+@helper
 def price_rank(p, req, ranks, r, x, plan, memo):
     """Duration (ns) of the rank's scheduled work: prefill set + decode set, rounded per phase."""
     act_list = ranks.act_list
@@ -446,7 +446,7 @@ def price_rank(p, req, ranks, r, x, plan, memo):
     return round_ns(prefill) + round_ns(decode)
 
 
-@kernel
+@helper
 def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_ms, step):
     """Run one pass's scheduling on rank r at t_ms. Returns (duration_ns, flags)."""
     x = ranks.pass_idx[r] + 1
@@ -474,7 +474,7 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_
     return price_rank(p, req, ranks, r, x, plan, memo), flags
 
 
-@kernel
+@helper
 def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
     """Pass end on rank r: every request whose known sequence is computed emits one token.
 
@@ -547,7 +547,7 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
         ranks.cooldown[r] -= 1
 
 
-@kernel
+@helper
 def retire_finished(p, req, ranks, blocks, stats, r, t_ms):
     """Drop finishing requests from the running list, in running order."""
     run_list = ranks.run_list

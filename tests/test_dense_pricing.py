@@ -119,12 +119,17 @@ def test_miss_names_op_and_key() -> None:
 
 
 def test_kernels_have_one_specialization() -> None:
+    """Python callers never compile a second copy (the event loop's own call sites may add
+    their specialization when it compiles in the same process, which is fine)."""
     pr = pricer("qwen3_32b_tp4_vllm_0.24.0")
     pr.prefill(3, 1500, 200)
     pr.decode(7, 333)
+    seen = {fn: len(fn.signatures) for fn in (KP.price_prefill, KP.price_decode)}
+    pr.prefill(1, 17, 0)
+    pr.decode(250, 90000)
     pricer("qwen3_32b_tp4_vllm_0.24.0", "SOL").decode(7, 333)
-    for fn in (KP.price_prefill, KP.price_decode):
-        assert len(fn.signatures) == 1, fn.signatures
+    for fn, count in seen.items():
+        assert len(fn.signatures) == count, fn.signatures
 
 
 # -------------------------------------------------------------- resolver rules, hand tables
