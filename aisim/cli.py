@@ -82,7 +82,8 @@ def _note_cold_cache() -> None:
     from aisim.kernels._jit import cache_is_warm
 
     if not cache_is_warm():
-        click.echo("aisim: compiling simulation kernels (first run only, ~30 s)...", err=True)
+        click.echo("aisim: compiling simulation kernels (first run only, about a minute)...",
+                   err=True)
 
 
 def _fast_exit() -> None:

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import os
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
 from aisim.errors import NotAvailableError
 
 DEFAULT_VERSIONS = {"vllm": "0.24.0", "trtllm": "1.3.0rc20"}
@@ -25,10 +34,59 @@ def plan_for(spec, where: str):
             "architecture) is not available yet in aisim; only dense Qwen3 / Llama models are "
             "priced so far. Use timing: {type: fixed, ...} meanwhile")
     version = data_version(spec.backend, spec.backend_version)
+    args = {"backend": spec.backend, "version": version, "tensor_parallel": spec.tensor,
+            "pipeline_parallel": spec.pipeline, "mode": spec.database_mode}
+    path = _cache_path(model, args)
+    cached = _load(path)
+    if cached is not None:
+        return cached
     tables, system = load_tables("b200_sxm", spec.backend, version)
-    return build_dense_plan(model, tables, system, backend=spec.backend, version=version,
-                            tensor_parallel=spec.tensor, pipeline_parallel=spec.pipeline,
-                            mode=spec.database_mode)
+    plan = build_dense_plan(model, tables, system, **args)
+    _store(path, plan)
+    return plan
+
+
+# Resolving a plan reads ~7 MB of tables and takes ~0.3 s; the result is a pure function of the
+# model, parallelism, backend, version, mode, table contents and the plan code, so it is cached
+# on disk under a hash of all of those (same arrays, same results, a few ms to load).
+
+def _cache_path(model, args: dict) -> Path:
+    digest = hashlib.sha256()
+    digest.update(json.dumps(dataclasses.asdict(model), sort_keys=True).encode())
+    digest.update(json.dumps(args, sort_keys=True).encode())
+    manifest = resources.files("aisim.data") / "optables" / "b200_sxm" / "manifest.json"
+    digest.update(manifest.read_bytes())
+    here = Path(__file__).parent
+    for name in ("plan.py", "tables.py", "provider.py"):
+        digest.update((here / name).read_bytes())
+    base = os.environ.get("AISIM_PLAN_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aisim", "plans")
+    return Path(base) / f"{digest.hexdigest()[:24]}.npz"
+
+
+def _load(path: Path):
+    from aisim.timing.plan import DensePlan, PassPlan
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["__meta__"]))
+            arrays = DensePlan(*(np.ascontiguousarray(data[f]) for f in DensePlan._fields))
+    except (OSError, KeyError, ValueError):
+        return None
+    return PassPlan(arrays=arrays, **{k: tuple(v) if isinstance(v, list) else v
+                                      for k, v in meta.items()})
+
+
+def _store(path: Path, plan) -> None:
+    meta = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan) if f.name != "arrays"}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, __meta__=np.array(json.dumps(meta)), **plan.arrays._asdict())
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache only costs the rebuild
 
 
 def provenance(spec) -> dict:

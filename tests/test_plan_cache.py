@@ -1,0 +1,42 @@
+"""The on-disk op-plan cache returns exactly the plan a fresh build gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from aisim.config import load_config
+from aisim.engine.spec import resolve
+from aisim.timing import provider
+from aisim.timing.pricer import PassPricer
+from tests.test_cli import OP_LEVEL
+
+
+def test_cached_plan_is_identical(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("AISIM_PLAN_CACHE", str(tmp_path / "plans"))
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(OP_LEVEL)
+    spec = resolve(load_config(cfg))
+    fresh = provider.plan_for(spec, "test")
+    files = list((tmp_path / "plans").glob("*.npz"))
+    assert len(files) == 1
+    cached = provider.plan_for(spec, "test")
+    assert cached is not fresh and cached.op_names == fresh.op_names
+    for a, b in zip(fresh.arrays, cached.arrays, strict=True):
+        np.testing.assert_array_equal(a, b)
+    for pr in (PassPricer(fresh), PassPricer(cached)):
+        assert pr.prefill(3, 1500, 200) == PassPricer(fresh).prefill(3, 1500, 200)
+        assert pr.decode(64, 1100) == PassPricer(fresh).decode(64, 1100)
+
+
+def test_corrupt_cache_file_is_rebuilt(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("AISIM_PLAN_CACHE", str(tmp_path / "plans"))
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(OP_LEVEL)
+    spec = resolve(load_config(cfg))
+    provider.plan_for(spec, "test")
+    (path,) = (tmp_path / "plans").glob("*.npz")
+    path.write_bytes(b"not a plan")
+    again = provider.plan_for(spec, "test")
+    assert PassPricer(again).decode(8, 1025) > 0
