@@ -458,7 +458,6 @@ def test_unsupported_feature_lines() -> None:
     assert [line.split(":")[0] for line in lines] == [
         "engine.nextn",
         "engine.tokenization",
-        "engine.workers.aggregated.kv_cache.capacity",
     ]
     session = cfg_with(
         "traffic={source: {type: synthetic-session, session: {turns: 2}}, load: {}, "

@@ -127,7 +127,11 @@ def resolve(cfg) -> EngineSpec:
             f"{model.num_attention_heads} attention heads of {eng.model}; use a divisor")
     kvc = worker.kv_cache
     block_size = kvc.block_size
-    num_blocks = _fixed_blocks(cfg, kvc, model, par.tensor, f"{wpath}.kv_cache.capacity")
+    cap_path = f"{cfg.source_path}: {wpath}.kv_cache.capacity"
+    if getattr(kvc.capacity, "TYPE", "fixed") == "default":
+        num_blocks = _blocks_from_memory(cfg, worker, model, cap_path)
+    else:
+        num_blocks = _fixed_blocks(cfg, kvc, model, par.tensor, f"{wpath}.kv_cache.capacity")
     if eng.context_length == "max":
         max_model_len = model.max_position_embeddings if eng.backend == "vllm" else None
     else:
@@ -174,6 +178,39 @@ def resolve(cfg) -> EngineSpec:
     )
     _check_can_finish(cfg, spec)
     return spec
+
+
+def gpu_system(hardware: str = "b200_sxm") -> dict:
+    """The GPU's system constants shipped with the compiled op-time table."""
+    import json
+    from importlib import resources
+
+    path = resources.files("aisim.data") / "optables" / hardware / "system.json"
+    return json.loads(path.read_text())
+
+
+def _blocks_from_memory(cfg, worker, model: ModelArch, where: str) -> int:
+    """capacity {type: default}: AISimulate's GPU memory model (aisim/memory.py). It applies
+    whatever the timing type (fixed and polynomial runs use the same block count)."""
+    from aisim.memory import kv_blocks_from_memory
+
+    eng = cfg.engine
+    par = worker.parallelism
+    cap = worker.kv_cache.capacity
+    system = gpu_system(eng.hardware)
+    breakdown = kv_blocks_from_memory(
+        model, backend=eng.backend, block_size=worker.kv_cache.block_size,
+        tensor=par.tensor, pipeline=par.pipeline, attention_data=par.attention_data,
+        moe_tensor=par.moe_tensor, moe_expert=par.moe_expert,
+        memory_fraction=cap.memory_fraction,
+        cuda_graph_reserved_bytes=cap.cuda_graph_reserved_bytes,
+        gpu_memory_bytes=int(system["gpu"]["mem_capacity"]),
+        max_batched_tokens=worker.scheduler.max_batched_tokens,
+        decode_context=par.decode_context,
+        nccl_mem_bytes={int(k): int(v) for k, v in system["misc"]["nccl_mem"].items()},
+        runtime_overhead_bytes=int(system["misc"]["other_mem"]),
+        where=where)
+    return int(breakdown.blocks)
 
 
 def _fixed_blocks(cfg, kvc, model: ModelArch, tensor: int, path: str) -> int:
