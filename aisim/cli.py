@@ -158,5 +158,29 @@ def optable_inspect(hardware: str, backend: str | None, version: str | None,
             click.echo(line)
 
 
+@main.command()
+@_config_options
+@click.option("--prefill", "prefill", multiple=True, metavar="BATCHxNEW[+PREFIX]",
+              help="Price a prefill pass: BATCH requests of NEW new tokens on a cached PREFIX "
+                   "(repeatable), e.g. 1x1024 or 8x512+512.")
+@click.option("--decode", "decode", multiple=True, metavar="BATCHxCTX",
+              help="Price a decode pass: BATCH requests at context CTX, the decoded token "
+                   "included (repeatable), e.g. 64x1100.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="What to print on stdout.")
+def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, ...],
+             decode: tuple[str, ...], fmt: str) -> None:
+    """Price single passes of the config's deployment, op by op (op-level timing).
+
+    With both --prefill and --decode, also prints the mixed pass: the additive total and the
+    duration the simulator's clock advances by (each phase rounded to whole ns, then added).
+    """
+    from aisim.estimate import estimate as run_estimate
+    from aisim.estimate import render_json, render_table
+
+    result = run_estimate(config_path, overrides, prefill, decode)
+    click.echo(render_json(result) if fmt == "json" else render_table(result))
+
+
 if __name__ == "__main__":
     main()

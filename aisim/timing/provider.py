@@ -32,7 +32,7 @@ def plan_for(spec, where: str):
         raise NotAvailableError(
             f"{where}.timing: op-level timing for {model.model_id} ({model.model_type or 'MoE'} "
             "architecture) is not available yet in aisim; only dense Qwen3 / Llama models are "
-            "priced so far. Use timing: {type: fixed, ...} meanwhile")
+            "priced so far (fixed or polynomial timing works for any model)")
     version = data_version(spec.backend, spec.backend_version)
     args = {"backend": spec.backend, "version": version, "tensor_parallel": spec.tensor,
             "pipeline_parallel": spec.pipeline, "mode": spec.database_mode}
