@@ -168,8 +168,11 @@ def optable_inspect(hardware: str, backend: str | None, version: str | None,
                    "included (repeatable), e.g. 64x1100.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
               show_default=True, help="What to print on stdout.")
+@click.option("--detail", "detail", multiple=True, type=click.Choice(["memory"]),
+              help="Also show the KV-capacity memory model's terms (weights, activations, "
+                   "buffers, KV budget, blocks).")
 def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, ...],
-             decode: tuple[str, ...], fmt: str) -> None:
+             decode: tuple[str, ...], fmt: str, detail: tuple[str, ...]) -> None:
     """Price single passes of the config's deployment, op by op (op-level timing).
 
     With both --prefill and --decode, also prints the mixed pass: the additive total and the
@@ -178,7 +181,7 @@ def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, .
     from aisim.estimate import estimate as run_estimate
     from aisim.estimate import render_json, render_table
 
-    result = run_estimate(config_path, overrides, prefill, decode)
+    result = run_estimate(config_path, overrides, prefill, decode, detail)
     click.echo(render_json(result) if fmt == "json" else render_table(result))
 
 

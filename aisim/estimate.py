@@ -96,21 +96,30 @@ def _pairs(prefills: list, decodes: list) -> list[tuple]:
 
 
 def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, ...],
-             decode: tuple[str, ...]) -> dict:
+             decode: tuple[str, ...], detail: tuple[str, ...] = ()) -> dict:
     """Price every requested pass; the result is what `--format json` prints."""
     prefills = [parse_prefill(s) for s in prefill]
     decodes = [parse_decode(s) for s in decode]
-    if not prefills and not decodes:
+    want_memory = "memory" in detail
+    if not prefills and not decodes and not want_memory:
         raise AisimError("--prefill / --decode: give at least one pass shape, e.g. "
-                         "--prefill 1x1024 --decode 1x1025")
+                         "--prefill 1x1024 --decode 1x1025 (or --detail memory)")
     mixed = _pairs(prefills, decodes)
 
     from aisim.config import load_config
-    from aisim.engine.spec import resolve
+    from aisim.engine.spec import memory_breakdown, resolve
 
     cfg = load_config(config_path, overrides)
     spec = resolve(cfg)
     where = f"{cfg.source_path}: engine.workers.{spec.role}"
+    memory = None
+    if want_memory:
+        worker = cfg.engine.workers[spec.role]
+        memory = memory_breakdown(cfg, worker, spec.model, f"{where}.kv_cache.capacity",
+                                  strict=False)
+    if not prefills and not decodes:
+        return {"config": str(config_path), "model": spec.model.model_id, "passes": [],
+                "mixed": [], "memory": memory.as_dict(), "memory_lines": memory.lines()}
     if spec.timing != "op_level":
         kind = {"op_level": "default"}.get(spec.timing, spec.timing)
         raise ConfigError(
@@ -155,6 +164,7 @@ def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, .
         "pipeline_parallel": spec.pipeline,
         "passes": passes,
         "mixed": mixed_out,
+        **({"memory": memory.as_dict(), "memory_lines": memory.lines()} if memory else {}),
     }
 
 
@@ -164,10 +174,14 @@ def _ops(ops: list[tuple[str, float]], total: float) -> list[dict]:
 
 
 def render_json(result: dict) -> str:
-    return json.dumps(result, indent=2)
+    return json.dumps({k: v for k, v in result.items() if k != "memory_lines"}, indent=2)
 
 
 def render_table(result: dict) -> str:
+    memory = [f"KV memory of {result['model']} (per GPU):",
+              *(f"  {line}" for line in result.get("memory_lines", ()))]
+    if not result["passes"]:
+        return "\n".join(memory)
     lines = [f"{result['model']} on {result['hardware']}, {result['backend']} "
              f"{result['backend_version']}, TP {result['tensor_parallel']} "
              f"PP {result['pipeline_parallel']}, {result['database_mode']} "
@@ -189,4 +203,6 @@ def render_table(result: dict) -> str:
                       f"{m['prefill_ms']:.9f} + {m['decode_ms']:.9f} = {m['additive_ms']:.9f} ms "
                       f"additive; as simulated {m['prefill_ns']} ns + {m['decode_ns']} ns = "
                       f"{m['duration_ms']:.6f} ms"]
+    if "memory_lines" in result:
+        lines += ["", *memory]
     return "\n".join(lines)

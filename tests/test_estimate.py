@@ -141,3 +141,19 @@ def test_round_ns_matches_the_event_loop() -> None:
     ref = getattr(kernel_round_ns, "py_func", kernel_round_ns)
     for ms in (0.0, -1.0, PREFILL_1x1024, DECODE_1x1025, 0.0000005, 1.2345674999, 1e3 / 3):
         assert round_ns(ms) == int(ref(ms))
+
+
+def test_detail_memory_shows_the_capacity_terms(tmp_path: Path) -> None:
+    from tests.test_capacity_default import CFG
+
+    cfg = tmp_path / "cap.yaml"
+    cfg.write_text(CFG)
+    res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--detail", "memory"])
+    assert res.exit_code == 0, res.output
+    assert "weights" in res.stdout and "36,412" in res.stdout
+    res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--detail", "memory",
+                                    "--decode", "8x1100", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["memory"]["estimated_num_gpu_blocks"] == 36412
+    assert out["passes"][0]["kind"] == "decode"

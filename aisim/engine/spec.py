@@ -192,25 +192,32 @@ def gpu_system(hardware: str = "b200_sxm") -> dict:
 def _blocks_from_memory(cfg, worker, model: ModelArch, where: str) -> int:
     """capacity {type: default}: AISimulate's GPU memory model (aisim/memory.py). It applies
     whatever the timing type (fixed and polynomial runs use the same block count)."""
+    return int(memory_breakdown(cfg, worker, model, where).blocks)
+
+
+def memory_breakdown(cfg, worker, model: ModelArch, where: str, strict: bool = True):
+    """Every term of the memory model for one worker role (a fixed capacity is shown with the
+    default memory fraction, so `aisim estimate --detail memory` works for any config)."""
     from aisim.memory import kv_blocks_from_memory
 
     eng = cfg.engine
     par = worker.parallelism
     cap = worker.kv_cache.capacity
+    memory_fraction = getattr(cap, "memory_fraction", None)
+    cuda_graph = getattr(cap, "cuda_graph_reserved_bytes", None) or 0
     system = gpu_system(eng.hardware)
-    breakdown = kv_blocks_from_memory(
+    return kv_blocks_from_memory(
         model, backend=eng.backend, block_size=worker.kv_cache.block_size,
         tensor=par.tensor, pipeline=par.pipeline, attention_data=par.attention_data,
         moe_tensor=par.moe_tensor, moe_expert=par.moe_expert,
-        memory_fraction=cap.memory_fraction,
-        cuda_graph_reserved_bytes=cap.cuda_graph_reserved_bytes,
+        memory_fraction=memory_fraction,
+        cuda_graph_reserved_bytes=cuda_graph,
         gpu_memory_bytes=int(system["gpu"]["mem_capacity"]),
         max_batched_tokens=worker.scheduler.max_batched_tokens,
         decode_context=par.decode_context,
         nccl_mem_bytes={int(k): int(v) for k, v in system["misc"]["nccl_mem"].items()},
         runtime_overhead_bytes=int(system["misc"]["other_mem"]),
-        where=where)
-    return int(breakdown.blocks)
+        where=where, strict=strict)
 
 
 def _fixed_blocks(cfg, kvc, model: ModelArch, tensor: int, path: str) -> int:
