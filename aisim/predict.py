@@ -61,19 +61,22 @@ def run_prediction(config_path: str, overrides: tuple[str, ...] = (),
         plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{spec.role}")
     traffic = synthetic(spec)
     result = simulate(spec, traffic, capture=capture, plan=plan)
-    summary = summarize(result)
-    wall_ms = (time.perf_counter() - t0) * 1000.0
-    wall_s = max(wall_ms / 1000.0, 1e-9)
-    prediction = dict(summary)
+    prediction = dict(summarize(result))
     prediction.update(power_fields())
     if spec.timing == "op_level":
+        from aisim.timing.energy import power_report
         from aisim.timing.provider import provenance as op_level_provenance
 
         prediction["prediction_provenance"] = {spec.role: op_level_provenance(spec)}
-        # no energy model yet: coverage 0 (AISimulate's figure for tables without power)
-        prediction["power_coverage"] = 0.0
+        power_w, coverage, diagnostics = power_report(
+            plan.op_names, op_sources(plan), plan.num_ctx_ops, _accumulators(result.memo))
+        prediction["power_w"] = power_w
+        prediction["power_coverage"] = coverage
+        prediction["power_diagnostics"] = diagnostics
     else:
         prediction["prediction_provenance"] = {spec.role: dict(_PROVENANCE[spec.timing])}
+    wall_ms = (time.perf_counter() - t0) * 1000.0
+    wall_s = max(wall_ms / 1000.0, 1e-9)
     prediction["wall_time_ms"] = wall_ms
     prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
     prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s
@@ -82,6 +85,24 @@ def run_prediction(config_path: str, overrides: tuple[str, ...] = (),
     if records is not None:
         prediction["per_request"] = records
     return Prediction(prediction, records, digest, spec)
+
+
+def op_sources(plan):
+    from aisim.timing.energy import op_sources as sources
+
+    return sources(plan)
+
+
+def _accumulators(memo):
+    from aisim.timing.energy import Accumulators
+
+    acc = Accumulators(len(memo.acc_ms))
+    acc.ms[:] = memo.acc_ms
+    acc.energy_wms[:] = memo.acc_energy
+    acc.covered_ms[:] = memo.acc_covered
+    acc.prefill_evals = int(memo.evals[0])
+    acc.decode_evals = int(memo.evals[1])
+    return acc
 
 
 def provenance(pred: Prediction) -> dict:

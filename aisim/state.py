@@ -321,15 +321,28 @@ def check_invariants(ranks: RankState, blocks: BlockState, req: RequestState,
 
 
 class TimingMemo(NamedTuple):
-    """Direct-mapped cache of op-level phase prices (kernels.sched.op_level_ms)."""
+    """Op-level phase prices: a direct-mapped cache plus the run's energy accumulators.
+
+    Every priced evaluation (cache hit or miss) adds its per-op rows to the accumulators, in
+    pass order (aisim.timing.energy module doc: the accumulation contract).
+    """
 
     keys: np.ndarray  # int64[M, 4] (phase 0 prefill / 1 decode, batch, isl or ctx, prefix); -1
-    vals: np.ndarray  # float64[M] ms
-    out_ms: np.ndarray  # float64[ops] per-op scratch of the pricing kernels
+    vals: np.ndarray  # float64[M] ms, phase total
+    row_ms: np.ndarray  # float64[M, ops] per-op latency of the cached evaluation, ms
+    row_energy: np.ndarray  # float64[M, ops] per-op energy, W*ms (0 = no evidence)
+    row_covered: np.ndarray  # float64[M, ops] per-op latency with energy evidence, ms
+    acc_ms: np.ndarray  # float64[ops] run sums over every evaluation, ms
+    acc_energy: np.ndarray  # float64[ops] W*ms
+    acc_covered: np.ndarray  # float64[ops] ms
+    evals: np.ndarray  # int64[2] prefill / decode evaluations recorded
 
 
-def allocate_memo(num_ops: int, slots: int = 1 << 14) -> TimingMemo:
-    return TimingMemo(np.full((slots, 4), -1, np.int64), np.zeros(slots), np.zeros(max(1, num_ops)))
+def allocate_memo(num_ops: int, slots: int = 1 << 12) -> TimingMemo:
+    n = max(1, num_ops)
+    return TimingMemo(np.full((slots, 4), -1, np.int64), np.zeros(slots), np.zeros((slots, n)),
+                      np.zeros((slots, n)), np.zeros((slots, n)), np.zeros(n), np.zeros(n),
+                      np.zeros(n), np.zeros(2, np.int64))
 
 
 _PLAN_INT_FIELDS = ("op_kind", "op_index", "gemm_num_sites", "site_off", "ctx_o0", "ctx_o1",

@@ -15,7 +15,7 @@ requests.
 import numpy as np
 
 from aisim.kernels import kv_blocks as kv
-from aisim.kernels import lazy, optime_pass
+from aisim.kernels import lazy, optime_energy, optime_pass
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_ADMISSIONS,
@@ -360,19 +360,30 @@ def op_level_ms(plan, memo, kind, a, b, c):
     """
     keys = memo.keys
     slot = _memo_slot(kind, a, b, c, keys.shape[0] - 1)
-    if (keys[slot, 0] == kind and keys[slot, 1] == a and keys[slot, 2] == b
+    row_ms = memo.row_ms[slot]
+    row_energy = memo.row_energy[slot]
+    row_covered = memo.row_covered[slot]
+    if not (keys[slot, 0] == kind and keys[slot, 1] == a and keys[slot, 2] == b
             and keys[slot, 3] == c):
-        return memo.vals[slot]
+        if kind == 0:
+            v = optime_energy.price_prefill_energy(plan, a, b, c, row_ms, row_energy,
+                                                   row_covered)
+        else:
+            v = optime_energy.price_decode_energy(plan, a, b, row_ms, row_energy, row_covered)
+        keys[slot, 0] = kind
+        keys[slot, 1] = a
+        keys[slot, 2] = b
+        keys[slot, 3] = c
+        memo.vals[slot] = v
+    num_ctx = int(plan.consts[optime_pass.C_NUM_CTX_OPS])
     if kind == 0:
-        v = optime_pass.price_prefill(plan, a, b, c, memo.out_ms)
+        lo, hi = 0, num_ctx
     else:
-        v = optime_pass.price_decode(plan, a, b, memo.out_ms)
-    keys[slot, 0] = kind
-    keys[slot, 1] = a
-    keys[slot, 2] = b
-    keys[slot, 3] = c
-    memo.vals[slot] = v
-    return v
+        lo, hi = num_ctx, int(plan.consts[optime_pass.C_NUM_OPS])
+    optime_energy.accumulate(lo, hi, row_ms, row_energy, row_covered, memo.acc_ms,
+                             memo.acc_energy, memo.acc_covered)
+    memo.evals[kind] += 1
+    return memo.vals[slot]
 
 
 @helper

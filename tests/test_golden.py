@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aisim.predict import run_prediction
-from tests.parity_rule import mismatches, records_mismatches
+from tests.parity_rule import _close, mismatches, records_mismatches
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(
@@ -22,12 +22,8 @@ pytestmark = pytest.mark.golden
 # (about 1 ns on a few preemption passes); the polynomial decode-utilisation input under
 # preemption is not fully pinned down yet (see NOTES.md).
 RTOL = {"polynomial-kv-pressure": 2e-9}
-# Fields not modelled yet: TRT-LLM's tables carry measured power, but the energy model
-# (issue 3 part 5) is not built, so power_w / power_coverage differ there.
-NOT_MODELLED = {
-    name: {"power_w", "power_coverage"}
-    for name in ("dense-trtllm-c64-r256", "qwen3-8b-tp2-trtllm", "qwen3-0.6b-tp1-trtllm")
-}
+# Fields not modelled yet (none at present).
+NOT_MODELLED: dict[str, set[str]] = {}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -41,6 +37,8 @@ def test_prediction_matches_aisimulate(name: str) -> None:
     ref = {k: v for k, v in ref.items() if k not in NOT_MODELLED.get(name, ())}
     bad = mismatches(pred.prediction, ref, rtol=RTOL.get(name, 1e-9))
     assert not bad, "\n".join(bad[:10])
+    # the energy report, field by field (parity_rule skips it like shared/tools/parity.py)
+    assert _close(pred.prediction["power_diagnostics"], ref["power_diagnostics"]), name
     if capture:
         ref_records = [json.loads(line) for line in (folder / "requests.jsonl").open()]
         bad = records_mismatches(pred.records, ref_records)

@@ -22,6 +22,7 @@ class SimResult:
     stats: st.StatsState
     log: st.AdmissionLog | None
     sim_ms: float  # host time of the kernel call
+    memo: st.TimingMemo | None = None  # op-level runs: the energy accumulators
 
 
 def load_engine(spec: EngineSpec) -> None:
@@ -82,4 +83,5 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
     if code != RunResult.OK:
         raise RuntimeError(f"internal error: event loop returned {RunResult(code).name} "
                            f"at worker {where}")
-    return SimResult(spec, traffic, req, workers, stats, log if capture else None, sim_ms)
+    return SimResult(spec, traffic, req, workers, stats, log if capture else None, sim_ms,
+                     memo if spec.timing == "op_level" else None)

@@ -87,6 +87,12 @@ class DensePlan(NamedTuple):
     ar_y: np.ndarray          # float64 ms
     scratch_d: np.ndarray     # float64[8] scratch for the attention hold
     scratch_i: np.ndarray     # int64[8]
+    # energy evidence (timing.md 8.1), parallel to the latency leaves above: leaf energy
+    # E = power x measured latency (W*ms, before the SOL clamp; 0 where the table has no power)
+    curve_en: np.ndarray      # float64[rows], parallel to curve_lat
+    ctx_en: np.ndarray        # parallel to ctx_lat
+    gen_en: np.ndarray        # parallel to gen_lat
+    ar_en: np.ndarray         # parallel to ar_y
 
 
 @dataclass(frozen=True)
@@ -169,10 +175,11 @@ def build_dense_plan(model: ModelArch, tables: Tables, system: dict, *, backend:
                                    kv_cache_dtype, n_heads, n_kv, d, ctx_par)
         gen_nest = _attention_nest(tables, "generation_attention", backend, fmha_dtype,
                                    kv_cache_dtype, n_heads, n_kv, d, gen_par)
-        ar_x, ar_y = _allreduce_curve(tables, t) if t > 1 else (np.ones(1), np.ones(1))
+        ar_x, ar_y, ar_en = (_allreduce_curve(tables, t) if t > 1
+                             else (np.ones(1), np.ones(1), np.zeros(1)))
     else:
         ctx_nest = gen_nest = _empty_nest()
-        ar_x, ar_y = np.ones(1), np.ones(1)
+        ar_x, ar_y, ar_en = np.ones(1), np.ones(1), np.zeros(1)
 
     # ---- fused attention extras (per layer, timing.md 3.5): memory-op units and their bytes
     # kv_write: K and V of the new token (2 units); rope: q and k read + write (2 units);
@@ -258,10 +265,12 @@ def build_dense_plan(model: ModelArch, tables: Tables, system: dict, *, backend:
         gemm_bpe=np.array([_DTYPE_BYTES[g[3]] for g in gemm_ops]),
         gemm_num_sites=g_num, gemm_sites=g_sites, gemm_weights=g_w,
         **site_arrays,
-        **{f"ctx_{k}": v for k, v in ctx_nest.items()}, ctx_par=ctx_par,
-        **{f"gen_{k}": v for k, v in gen_nest.items()}, gen_par=gen_par,
+        **{f"ctx_{k}": v for k, v in ctx_nest.items() if k != "en"}, ctx_par=ctx_par,
+        **{f"gen_{k}": v for k, v in gen_nest.items() if k != "en"}, gen_par=gen_par,
         ar_x=np.ascontiguousarray(ar_x, np.float64), ar_y=np.ascontiguousarray(ar_y, np.float64),
         scratch_d=np.zeros(8, np.float64), scratch_i=np.zeros(8, np.int64),
+        ctx_en=ctx_nest["en"], gen_en=gen_nest["en"],
+        ar_en=np.ascontiguousarray(ar_en, np.float64),
     )
     return PassPlan(arrays=arrays, op_names=tuple(names), num_ctx_ops=num_ctx,
                     model_id=model.model_id, backend=backend, version=version, mode=mode,
@@ -293,6 +302,7 @@ class _GemmSites:
         self.mem_bw = mem_bw
         self.flops_of = flops_of
         self._by_dtype: dict[str, tuple[list[tuple[int, int]], dict]] = {}
+        self._energy: dict[str, dict[tuple[int, int, int], float]] = {}
         self.used: list[tuple[str, int, int]] = []   # plan site id -> (dtype, n, k)
         self.used_id: dict[tuple[str, int, int], int] = {}
 
@@ -301,15 +311,19 @@ class _GemmSites:
             c = self.cols
             mask = c["gemm_dtype"] == dtype
             ns, ks, ms, lats = c["n"][mask], c["k"][mask], c["m"][mask], c["latency"][mask]
+            pws = _power(c, np.nonzero(mask)[0])
             order: list[tuple[int, int]] = []
             rows: dict[tuple[int, int], dict[int, float]] = {}
-            for n, k, m, lat in zip(ns.tolist(), ks.tolist(), ms.tolist(), lats.tolist(),
-                                    strict=True):
+            energy = self._energy.setdefault(dtype, {})
+            for n, k, m, lat, pw in zip(ns.tolist(), ks.tolist(), ms.tolist(), lats.tolist(),
+                                        pws, strict=True):
                 curve = rows.get((n, k))
                 if curve is None:
                     curve = rows[(n, k)] = {}
                     order.append((n, k))
-                curve.setdefault(m, lat)   # first row wins
+                if m not in curve:   # first row wins
+                    curve[m] = lat
+                    energy[(n, k, m)] = pw * lat
             self._by_dtype[dtype] = (order, rows)
         return self._by_dtype[dtype]
 
@@ -358,6 +372,7 @@ class _GemmSites:
         off = [0]
         cm: list[float] = []
         cl: list[float] = []
+        ce: list[float] = []
         sn, sk, sf, sb = [], [], [], []
         for dtype, n, k in self.used:
             _, rows = self._sites(dtype)
@@ -369,6 +384,7 @@ class _GemmSites:
                 sol *= 1000.0
                 cm.append(float(m))
                 cl.append(lat if lat >= sol else sol)   # load-time SOL clamp
+                ce.append(self._energy[dtype][(n, k, m)])   # E of the measured latency
             off.append(len(cm))
             sn.append(float(n))
             sk.append(float(k))
@@ -377,13 +393,13 @@ class _GemmSites:
         return {"site_off": np.asarray(off, np.int64), "site_n": np.asarray(sn),
                 "site_k": np.asarray(sk), "site_flops": np.asarray(sf),
                 "site_bpe": np.asarray(sb), "curve_m": np.asarray(cm, np.float64),
-                "curve_lat": np.asarray(cl, np.float64)}
+                "curve_lat": np.asarray(cl, np.float64), "curve_en": np.asarray(ce, np.float64)}
 
     @staticmethod
     def empty_arrays() -> dict[str, np.ndarray]:
         return {"site_off": np.zeros(1, np.int64), "site_n": np.ones(1), "site_k": np.ones(1),
                 "site_flops": np.ones(1), "site_bpe": np.ones(1), "curve_m": np.ones(1),
-                "curve_lat": np.ones(1)}
+                "curve_lat": np.ones(1), "curve_en": np.zeros(1)}
 
 
 # ------------------------------------------------------------------------------- attention
@@ -391,7 +407,8 @@ class _GemmSites:
 
 def _empty_nest() -> dict[str, np.ndarray]:
     return {"v0": np.ones(1), "o0": np.zeros(2, np.int64), "v1": np.ones(1),
-            "o1": np.zeros(2, np.int64), "v2": np.ones(1), "lat": np.ones(1)}
+            "o1": np.zeros(2, np.int64), "v2": np.ones(1), "lat": np.ones(1),
+            "en": np.zeros(1)}
 
 
 def _attention_nest(tables: Tables, family: str, backend: str, fmha_dtype: str,
@@ -428,9 +445,12 @@ def _attention_nest(tables: Tables, family: str, backend: str, fmha_dtype: str,
     b_a = c["batch_size"][idx].tolist()
     s_a = (c["isl"][idx] + c["step"][idx]).tolist() if gen else c["isl"][idx].tolist()
     lat_a = c["latency"][idx].tolist()
-    for hh, b, s, lat in zip(heads_a, b_a, s_a, lat_a, strict=True):
+    pow_a = _power(c, idx)
+    energy: dict[tuple[int, int, int], float] = {}
+    for hh, b, s, lat, pw in zip(heads_a, b_a, s_a, lat_a, pow_a, strict=True):
         key = (hh, b, s) if gen else (hh, s, b)
         if key not in leaves:
+            energy[key] = pw * lat
             if gen:
                 sol = KA.attention_sol_ms.py_func(KA.KIND_GENERATION, float(hh), float(b),
                                                   float(s), par)
@@ -456,7 +476,16 @@ def _attention_nest(tables: Tables, family: str, backend: str, fmha_dtype: str,
     o1.append(len(v2))
     return {"v0": np.asarray(v0, np.float64), "o0": np.asarray(o0, np.int64),
             "v1": np.asarray(v1, np.float64), "o1": np.asarray(o1, np.int64),
-            "v2": np.asarray(v2, np.float64), "lat": np.asarray(lat, np.float64)}
+            "v2": np.asarray(v2, np.float64), "lat": np.asarray(lat, np.float64),
+            "en": np.asarray([energy[key] for key in keys], np.float64)}
+
+
+def _power(c: dict[str, np.ndarray], idx: np.ndarray) -> list[float]:
+    """The rows' `power` (W); 0 when the table has no power column or the row is unmeasured."""
+    if "power" not in c:
+        return [0.0] * len(idx)
+    pw = np.asarray(c["power"], np.float64)[idx]
+    return np.where(np.isfinite(pw) & (pw > 0.0), pw, 0.0).tolist()
 
 
 # ------------------------------------------------------------------------------- allreduce
@@ -473,8 +502,10 @@ def _allreduce_curve(tables: Tables, tp: int) -> tuple[np.ndarray, np.ndarray]:
     if idx.size == 0:
         raise OpTableError("ar_1", f"allreduce_dtype=bfloat16 num_gpus={tp}",
                            "custom allreduce perf data missing")
-    first: dict[int, float] = {}
-    for x, y in zip(c["message_size"][idx].tolist(), c["latency"][idx].tolist(), strict=True):
-        first.setdefault(x, y)
+    first: dict[int, tuple[float, float]] = {}
+    for x, y, pw in zip(c["message_size"][idx].tolist(), c["latency"][idx].tolist(),
+                        _power(c, idx), strict=True):
+        first.setdefault(x, (y, pw * y))
     xs = sorted(first)
-    return np.asarray(xs, np.float64), np.asarray([first[x] for x in xs], np.float64)
+    return (np.asarray(xs, np.float64), np.asarray([first[x][0] for x in xs], np.float64),
+            np.asarray([first[x][1] for x in xs], np.float64))
