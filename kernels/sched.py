@@ -248,9 +248,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
     bs = p.block_size
     nb = p.num_blocks
     flags = 0
-    outstanding = 0
-    if p.backend == Backend.TRTLLM:
-        outstanding = trt_outstanding(p, req, blocks, ranks, r)
+    outstanding = -1  # TRT-LLM reservation, summed over running only when a head is tested
     while ranks.wait_len[r] > 0 and ranks.run_len[r] < p.max_seqs:
         q = ranks.wait_head[r]
         prompt = req.prompt_len[q]
@@ -272,6 +270,8 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
                                        trt)
         if p.backend == Backend.TRTLLM:
             need = ceil_div(prompt + req.output_len[q], bs) - active
+            if outstanding < 0:
+                outstanding = trt_outstanding(p, req, blocks, ranks, r)
             avail = nb - ranks.num_referenced[r] - outstanding
         else:
             need = ceil_div(known, bs) - active
@@ -328,7 +328,8 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
                 log.readmit[k] = not fresh
                 stats.counters[CNT_LOG] = k + 1
         if p.backend == Backend.TRTLLM:
-            outstanding += ceil_div(prompt + req.output_len[q], bs) - blocks.slot_nblk[slot]
+            if outstanding >= 0:
+                outstanding += ceil_div(prompt + req.output_len[q], bs) - blocks.slot_nblk[slot]
         budget -= n
         flags |= SCHED_PROGRESS
     return budget, flags
