@@ -62,16 +62,20 @@ _KIND = {"silicon": "measured", "empirical": "measured", "transferred": "transfe
 
 
 def op_sources(plan: PassPlan) -> tuple[str, ...]:
-    """Source tag per op (timing.md 8.1): GEMM / table comm / p2p silicon, memory ops and the
-    TP-1 allreduce empirical, attention mixed; every op of a SOL-mode plan `sol` (guess: the
-    spec does not pin SOL-mode tags)."""
+    """Source tag per op (timing.md 8.1): GEMM / table comm silicon; memory ops and the TP-1
+    allreduce empirical; attention mixed. The p2p hand-off is `empirical` when it runs
+    (pipeline > 1) and `silicon` as the zero-latency placeholder of pipeline 1 (both pinned
+    against AISimulate). Every op of a SOL-mode plan is `sol` (a guess: the spec does not pin
+    SOL-mode tags)."""
     a = plan.arrays
     if a.consts[KP.C_MODE] == KP.MODE_SOL:
         return ("sol",) * len(plan.op_names)
     out = []
-    for kind in a.op_kind.tolist():
-        if kind in (KP.OP_GEMM_TOKENS, KP.OP_GEMM_REQUESTS, KP.OP_P2P):
+    for kind, scale in zip(a.op_kind.tolist(), a.op_scale.tolist(), strict=True):
+        if kind in (KP.OP_GEMM_TOKENS, KP.OP_GEMM_REQUESTS):
             out.append("silicon")
+        elif kind == KP.OP_P2P:
+            out.append("empirical" if scale > 0 else "silicon")
         elif kind == KP.OP_ALLREDUCE:
             out.append("silicon" if a.consts[KP.C_TP] > 1 else "empirical")
         elif kind in (KP.OP_ATTN_CONTEXT, KP.OP_ATTN_GENERATION):

@@ -120,8 +120,8 @@ def build_dense_plan(model: ModelArch, tables: Tables, system: dict, *, backend:
         raise NotAvailableError(
             f"database_mode {mode}: only SILICON and SOL are available (HYBRID and EMPIRICAL "
             "are not built yet)")
-    if pipeline_parallel != 1:
-        raise NotAvailableError("op-level timing with pipeline parallelism is not built yet")
+    if pipeline_parallel < 1:
+        raise NotAvailableError(f"pipeline parallelism {pipeline_parallel} is not valid")
     t = int(tensor_parallel)
     h = model.hidden_size
     inter = model.intermediate_size
