@@ -332,6 +332,10 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
                 outstanding += ceil_div(prompt + req.output_len[q], bs) - blocks.slot_nblk[slot]
         budget -= n
         flags |= SCHED_PROGRESS
+        if budget == 0:
+            # observed on TRT-LLM: a fully cached prompt is admitted even with no budget left
+            # by the running requests, but once the budget is spent admission stops
+            break
     return budget, flags
 
 

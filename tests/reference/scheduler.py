@@ -333,6 +333,8 @@ class Rank:
             self.sim.log.append((r.idx, now, hit_tokens, not fresh))
             budget -= n
             progress = True
+            if budget == 0:  # a spent budget stops admission (matters for full-prompt hits)
+                break
 
         self.sim.deferred_passes += defer
         if not defer and not preempted:
