@@ -152,6 +152,14 @@ def kv_bytes_per_token(model: ModelArch, family: str, *, tensor: int, kv_bytes: 
     return total / decode_context if decode_context > 1 else total
 
 
+def checkpoint_kv_bytes_per_token(model: ModelArch, tensor: int) -> int:
+    """KV bytes per token on one rank at the checkpoint's default KV dtype (bytes_per_token:
+    auto); dense, MoE and MLA models alike."""
+    kv_q = default_quant_modes(model)[2]
+    return int(kv_bytes_per_token(model, model_family(model), tensor=tensor,
+                                  kv_bytes=quant_bytes(kv_q, "kvcache_quant_mode")))
+
+
 @dataclass(frozen=True)
 class MemoryBreakdown:
     """Every term of the capacity estimate of one rank (bytes unless named otherwise)."""

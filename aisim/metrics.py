@@ -172,21 +172,8 @@ def summarize(result) -> dict:
 
 
 def power_fields() -> dict:
-    """Energy diagnostics: fixed / polynomial timing has no power model (as AISimulate reports)."""
-    return {
-        "power_w": None,
-        "power_coverage": None,
-        "power_diagnostics": {
-            "coverage_gate": 0.9,
-            "energy_unit": "W-ms",
-            "latency_unit": "ms",
-            "phases": [],
-            "power_coverage": None,
-            "power_w": None,
-            "power_w_unit": "W",
-            "publication_status": "unsupported",
-            "schema_version": "1.0",
-            "scope": "active_forward_pass_per_gpu",
-            "unavailable_reason": "one or more replay roles have no timing provider",
-        },
-    }
+    """Energy fields of a run without an energy provider (fixed / polynomial timing)."""
+    from aisim.timing.energy import unsupported_report
+
+    power_w, coverage, diagnostics = unsupported_report()
+    return {"power_w": power_w, "power_coverage": coverage, "power_diagnostics": diagnostics}

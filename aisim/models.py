@@ -41,11 +41,6 @@ class ModelArch:
     index_head_dim: int = 0
     weight_quant: str = ""  # checkpoint weight quantization: "", "fp8" or "fp8_block"
 
-    def kv_bytes_per_token(self, tensor_parallel: int) -> int:
-        """K and V of one token on one rank: 2 x layers x (kv_heads / TP) x head_dim x bytes."""
-        kv_heads = max(1, self.num_kv_heads // tensor_parallel)
-        return 2 * self.num_layers * kv_heads * self.head_dim * self.dtype_bytes
-
 
 def shipped_model_ids() -> list[str]:
     folder = resources.files("aisim.data") / "models"

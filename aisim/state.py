@@ -297,29 +297,6 @@ def allocate(n_requests: int, n_ranks: int, n_workers: int, max_running: int,
     return req, ranks, blocks, workers, stats, log
 
 
-def check_invariants(ranks: RankState, blocks: BlockState, req: RequestState,
-                     blocks_per_rank: int) -> None:
-    """Plain-Python checks used by tests after every pass: raises AssertionError."""
-    n_ranks = len(ranks.run_len)
-    for r in range(n_ranks):
-        base = r * blocks_per_rank
-        refs = blocks.ref[base:base + blocks_per_rank]
-        assert (refs >= 0).all(), "negative ref count"
-        assert int((refs > 0).sum()) == int(ranks.num_referenced[r]), "referenced count drift"
-        owned: dict[int, int] = {}
-        for i in ranks.run_list[r, : ranks.run_len[r]]:
-            s = req.slot[i]
-            row = blocks.slot_blocks[s, : blocks.slot_nblk[s]]
-            assert len(set(row.tolist())) == len(row), "block twice in one table row"
-            for b in row.tolist():
-                owned[b] = owned.get(b, 0) + 1
-            assert req.num_computed[i] <= req.prompt_len[i] + req.num_generated[i]
-        for b, count in owned.items():
-            assert blocks.ref[b] == count, f"block {b}: ref {blocks.ref[b]} != owners {count}"
-        free = int(ranks.clean_top[r]) + int(ranks.lru_len[r])
-        assert free + int(ranks.num_referenced[r]) == blocks_per_rank, "blocks not conserved"
-
-
 class TimingMemo(NamedTuple):
     """Op-level phase prices: a direct-mapped cache plus the run's energy accumulators.
 

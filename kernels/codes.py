@@ -36,15 +36,7 @@ class RunResult(IntEnum):
     STALLED = 1  # a worker can make no progress (effect-free zero-duration pass)
     TRT_PREEMPTION = 2  # TRT-LLM reservation failed to cover an allocation (internal error)
     LOG_FULL = 3  # the admission log needs a larger capacity; the caller reruns
-    SLOT_TABLE_FULL = 4  # a request outgrew its block-table row (internal error)
     INVARIANT = 5  # debug mode: a state invariant broke (detail = rank * 100 + rule)
-
-
-class Stat(IntEnum):
-    """Rows of the streamed gap statistics (ITL and per-user throughput)."""
-
-    ITL = 0
-    TPUT = 1
 
 
 # Streamed-statistics float columns: sum, Welford mean, Welford M2, min, max.

@@ -226,7 +226,9 @@ def _fixed_blocks(cfg, kvc, model: ModelArch, tensor: int, path: str) -> int:
         return int(cap.blocks)
     bpt = kvc.bytes_per_token
     if bpt == "auto":
-        bpt = model.kv_bytes_per_token(tensor)
+        from aisim.memory import checkpoint_kv_bytes_per_token
+
+        bpt = checkpoint_kv_bytes_per_token(model, tensor)
     blocks = int(cap.bytes) // (kvc.block_size * int(bpt))
     if blocks < 1:
         raise ConfigError(
