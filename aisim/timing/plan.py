@@ -29,8 +29,8 @@ _DTYPE_FLOPS = {"bfloat16": "bfloat16_tc_flops", "float16": "bfloat16_tc_flops",
 _DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int8": 1.0,
                 "nvfp4": 0.5}
 
-# attention kernel_source priority ("lane order", timing.md 1.3); lanes not listed follow in
-# row order
+# attention kernel_source priority ("lane order", timing.md 1.3); lanes not listed rank after
+# them. A key slice is priced from its first lane alone (see _attention_nest).
 LANE_ORDER = {
     "vllm": ("vllm_flashinfer_trtllmprefill", "vllm_flashinfer_trtllmdecode",
              "vllm_triton_attn"),
