@@ -196,10 +196,13 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
         charge = n
         if mtp_on(mtp):
             if req.drafting[q]:
-                # a drafting decoder is charged 1 + nextn verification slots (fewer if the
-                # budget runs out) for its one known token
-                charge = min(1 + p.nextn, budget)
-                req.draft_slots[q] = charge
+                if p.backend == Backend.VLLM:
+                    # vLLM charges 1 + nextn verification slots (fewer if the budget runs out,
+                    # and then walks fewer rates) for the one known token
+                    charge = min(1 + p.nextn, budget)
+                    req.draft_slots[q] = charge
+                else:
+                    req.draft_slots[q] = 1 + p.nextn  # TRT-LLM: drafts are not budgeted
             elif p.backend == Backend.TRTLLM and c + n == prompt and num_generated[q] == 0:
                 req.draft_slots[q] = 1 + p.nextn  # TRT-LLM drafts from the prefill pass on
         slot = slots[q]
