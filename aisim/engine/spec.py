@@ -37,6 +37,7 @@ class KernelParams(NamedTuple):
     capture: bool
     lazy_decode: bool  # pass compression; False only to test that it changes nothing
     check_invariants: bool  # debug: check every rank's state after each pass start and end
+    capture_passes: bool = False  # write one PassLog row per rank per pass (--capture-passes)
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ class EngineSpec:
         return self.tensor * self.dp_size
 
     def kernel_params(self, capture: bool, lazy_decode: bool = True,
-                      check_invariants: bool = False) -> KernelParams:
+                      check_invariants: bool = False,
+                      capture_passes: bool = False) -> KernelParams:
         return KernelParams(
             backend=int(Backend.TRTLLM if self.backend == "trtllm" else Backend.VLLM),
             block_size=self.block_size,
@@ -104,6 +106,7 @@ class EngineSpec:
             capture=bool(capture),
             lazy_decode=bool(lazy_decode),
             check_invariants=bool(check_invariants),
+            capture_passes=bool(capture_passes),
         )
 
 
