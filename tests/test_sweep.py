@@ -174,3 +174,22 @@ def test_ray_executor_rows_are_byte_identical(tmp_path: Path) -> None:
     assert a.to_pylist() == b.to_pylist()
     pred = _alone(tmp_path, cfg, [f"{CONC}=4"])
     _assert_row_is_prediction(b, b.to_pylist()[1], pred)
+
+
+def test_progress_bar_only_on_a_terminal() -> None:
+    import io
+
+    from aisim.sweep.progress import Progress
+
+    quiet = io.StringIO()
+    p = Progress(4, stream=quiet)  # StringIO is not a terminal
+    p.advance()
+    p.close()
+    assert quiet.getvalue() == ""
+    shown = io.StringIO()
+    p = Progress(4, stream=shown, enabled=True)
+    p.advance()
+    p.advance(ok=False)
+    p.close()
+    text = shown.getvalue()
+    assert "2/4 points, 1 failed" in text and "ETA" in text and text.endswith("\n")

@@ -19,19 +19,28 @@ from aisim.sweep.grid import Point
 from aisim.sweep.point import point_file, run_point, save_point
 
 
-def _cost_hint(base: str, overrides: tuple[str, ...]) -> float:
-    """Rough relative run time, to start the long points first (results do not depend on it):
-    passes grow with requests x output tokens / the batch the load allows."""
-    try:
-        from aisim.config import load_config
+def _cost_hints(base: str, tasks: list[dict]) -> list[float]:
+    """Rough relative run times, to start the long points first (results do not depend on
+    it): passes grow with requests / the concurrency. Read from the raw YAML with the overrides
+    applied (no validation: a bad point reports itself when it runs)."""
+    from aisim.config import apply_overrides
+    from aisim.config.load import parse_yaml
 
-        cfg = load_config(base, overrides)
-        load = cfg.traffic.load
-        n = cfg.traffic.stop.num_requests(load) or 1
-        conc = getattr(load, "concurrency", None)
-        return n / max(1, conc) if conc else float(n) / 64
+    try:
+        raw = parse_yaml(Path(base).read_text(encoding="utf-8"), base)
     except Exception:
-        return 0.0
+        return [0.0] * len(tasks)
+    hints = []
+    for t in tasks:
+        try:
+            cfg = apply_overrides(raw, tuple(t["base_overrides"]) + tuple(t["overrides"]))
+            traffic = cfg.get("traffic", {})
+            n = float((traffic.get("stop") or {}).get("requests") or 1)
+            conc = (traffic.get("load") or {}).get("concurrency")
+            hints.append(n / max(1.0, float(conc)) if conc else n / 64.0)
+        except Exception:
+            hints.append(0.0)
+    return hints
 
 
 def run_sweep(base: str, points: list[Point], out_dir: Path | None = None, *,
@@ -60,8 +69,8 @@ def run_sweep(base: str, points: list[Point], out_dir: Path | None = None, *,
         out_dir.mkdir(parents=True, exist_ok=True)
     if progress is not None:
         progress.total = len(tasks)
-    tasks.sort(key=lambda t: -_cost_hint(t["base"], tuple(t["base_overrides"]) +
-                                         tuple(t["overrides"])))
+    hints = _cost_hints(str(base), tasks)
+    tasks = [t for _, t in sorted(zip(hints, tasks, strict=True), key=lambda ht: -ht[0])]
 
     def collect(record: dict, requests: bytes | None) -> None:
         records[record["point_id"]] = record
