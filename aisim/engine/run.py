@@ -35,7 +35,8 @@ def load_engine(spec: EngineSpec) -> None:
     run_aggregated(spec.kernel_params(False)._replace(max_seqs=1, num_blocks=1, num_workers=1,
                                                       dp_size=1),
                    *state, np.zeros(0, dtype=np.uint64), st.placeholder_plan(),
-                   st.allocate_memo(1, 16), st.allocate_passlog(1))
+                   st.allocate_memo(1, 16), st.allocate_mtp(spec.nextn, spec.nextn_accepted, 1),
+                   st.allocate_passlog(1))
 
 
 def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
@@ -77,11 +78,13 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         req.pfx_start[:] = traffic.pfx_start
         req.pfx_len[:] = traffic.pfx_len
         workers.ready_ms[:] = spec.startup_ms
+        mtp = st.allocate_mtp(spec.nextn, spec.nextn_accepted, spec.num_ranks)
         plog = st.allocate_passlog(pass_rows)
         if spec.timing == "op_level":
             reset_accumulators(memo)
         code, where = run_aggregated(params._replace(max_seqs=max_running), req, ranks, blocks,
-                                     workers, stats, log, traffic.pfx_hash, arrays, memo, plog)
+                                     workers, stats, log, traffic.pfx_hash, arrays, memo, mtp,
+                                     plog)
         if code == RunResult.LOG_FULL:
             log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
             continue
