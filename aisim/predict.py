@@ -72,9 +72,10 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
     if spec.timing == "op_level":
         from aisim.timing.provider import plan_for
 
-        plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{spec.role}")
         if memos is not None:
-            memo = _shared_memo(memos, plan)
+            plan, memo = _shared_plan_and_memo(memos, spec, cfg.source_path)
+        else:
+            plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{spec.role}")
     traffic = synthetic(spec)
     result = simulate(spec, traffic, capture=capture, plan=plan,
                       capture_passes=capture_passes, memo=memo)
@@ -107,21 +108,37 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
     return Prediction(prediction, records, digest, spec, passes)
 
 
-def _shared_memo(memos: dict, plan):
-    """The memo of this plan's prices in this process (equal plans: equal prices)."""
+_TRAFFIC_FIELDS = ("num_requests", "load", "concurrency", "rate_per_s", "seed", "input_tokens",
+                   "output_tokens", "cached_prefix_tokens")
+
+
+def _shared_plan_and_memo(memos: dict, spec, source_path):
+    """This process's op plan for the spec and the memo of its prices. Plans are reused for
+    specs equal outside their traffic; memos are shared by every spec whose plan has the same
+    arrays (equal plans, equal prices), e.g. all points of a concurrency or scheduler sweep."""
+    import dataclasses
+
     import numpy as np
 
     from aisim.state import allocate_memo
+    from aisim.timing.provider import plan_for
 
-    h = hashlib.sha256()
-    for a in plan.arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
-        h.update(str(a.dtype).encode())
-    key = h.hexdigest()
-    if key not in memos:
+    fields = {k: v for k, v in dataclasses.asdict(spec).items() if k not in _TRAFFIC_FIELDS}
+    spec_key = json.dumps(fields, sort_keys=True, default=str)
+    plans = memos.setdefault("plans", {})
+    if spec_key not in plans:
+        plan = plan_for(spec, f"{source_path}: engine.workers.{spec.role}")
+        h = hashlib.sha256()
+        for a in plan.arrays:
+            h.update(str(a.dtype).encode() + str(a.shape).encode())
+            h.update(np.ascontiguousarray(a).tobytes())
+        plans[spec_key] = (plan, h.hexdigest())
+    plan, plan_hash = plans[spec_key]
+    shared = memos.setdefault("memos", {})
+    if plan_hash not in shared:
         # larger than a single run's memo: a sweep visits many more pass shapes
-        memos[key] = allocate_memo(len(plan.op_names), 1 << 14)
-    return memos[key]
+        shared[plan_hash] = allocate_memo(len(plan.op_names), 1 << 14)
+    return plan, shared[plan_hash]
 
 
 def op_sources(plan):

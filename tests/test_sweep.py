@@ -144,7 +144,7 @@ def test_shared_memo_gives_the_same_rows(tmp_path: Path) -> None:
     point._MEMOS.clear()
     seqs = "engine.workers.aggregated.scheduler.max_sequences"
     table = aisim.sweep(str(cfg), {seqs: [64, 4, 64]}, jobs=1)
-    assert len(point._MEMOS) == 1  # one plan, one memo for the three points
+    assert len(point._MEMOS["memos"]) == 1  # one plan, one memo for the three points
     lone = [aisim.predict(str(cfg), overrides=[f"{seqs}={v}"]) for v in (64, 4, 64)]
     assert table.column("prediction_sha256").to_pylist() == [r.prediction_sha256 for r in lone]
 
