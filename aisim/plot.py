@@ -153,8 +153,8 @@ def plot_timeline(passes, out_dir: Path, fmts, stem: str = "timeline") -> list[P
     if len(t) > _TIMELINE_BINS:
         t, col = _binned(t, col, _TIMELINE_BINS)
     fig, axes = plt.subplots(3, 1, figsize=(10, 7.5), sharex=True)
-    axes[0].stackplot(t, col["num_prefill"], col["num_decode"], labels=("prefill", "decode"),
-                      colors=("#ff7f0e", "#1f77b4"), step="post")
+    axes[0].stackplot(t, col["num_decode"], col["num_prefill"], labels=("decode", "prefill"),
+                      colors=("#1f77b4", "#ff7f0e"), step="post")
     axes[0].set_ylabel("requests in pass")
     axes[0].legend(loc="upper right", fontsize=8)
     axes[1].plot(t, col["kv_blocks_used"], label="used", drawstyle="steps-post")
