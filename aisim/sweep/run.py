@@ -133,8 +133,16 @@ def _run_local(tasks: list[dict], jobs: int, collect: Callable) -> None:
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         futures = [pool.submit(run_point, t) for t in tasks]
+        # this process only waits now: load pyarrow (sweep.parquet) meanwhile, not after
+        import threading
+
+        threading.Thread(target=_import_parquet, daemon=True).start()
         for fut in as_completed(futures):
             collect(*fut.result())
+
+
+def _import_parquet() -> None:
+    import pyarrow.parquet  # noqa: F401
 
 
 def _warm_engine(task: dict) -> None:
