@@ -38,6 +38,7 @@ class KernelParams(NamedTuple):
     lazy_decode: bool  # pass compression; False only to test that it changes nothing
     check_invariants: bool  # debug: check every rank's state after each pass start and end
     nextn: int  # MTP draft tokens per decode step (0 = no MTP)
+    capture_passes: bool = False  # write one PassLog row per rank per pass (--capture-passes)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ class EngineSpec:
         return self.tensor * self.dp_size
 
     def kernel_params(self, capture: bool, lazy_decode: bool = True,
-                      check_invariants: bool = False) -> KernelParams:
+                      check_invariants: bool = False,
+                      capture_passes: bool = False) -> KernelParams:
         return KernelParams(
             backend=int(Backend.TRTLLM if self.backend == "trtllm" else Backend.VLLM),
             block_size=self.block_size,
@@ -109,6 +111,7 @@ class EngineSpec:
             lazy_decode=bool(lazy_decode) and self.nextn == 0,
             check_invariants=bool(check_invariants),
             nextn=int(self.nextn),
+            capture_passes=bool(capture_passes),
         )
 
 
