@@ -135,8 +135,9 @@ STATS_FIELDS = (
     Field("acc", np.float64, "2,5", 0.0, "ms | tokens/s",
           "ITL / per-user throughput: sum, Welford mean, Welford M2, min, max"),
     Field("cnt", np.int64, "2,2", 0, "count", "samples, samples in the zero bucket"),
-    Field("run", np.float64, "2", 0.0, "ms | count",
-          "pending run of equal ITL gaps not yet merged: gap value, repeat count"),
+    Field("run", np.float64, "3", 0.0, "ms | count",
+          "pending run of equal ITL gaps not yet merged: gap value, repeat count; then the "
+          "pending count of zero gaps (MTP burst tokens)"),
     Field("bins", np.int64, f"2,{SKETCH_BINS}", 0, "count", "DDSketch positive-key counts"),
     Field("counters", np.int64, "9", 0, "tokens | count",
           "committed_prefill_tokens, passes, preemptions, rejections, admissions, spawned, "

@@ -652,7 +652,7 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                     second_token[q] = t_ms
             if mtp_on(mtp):
                 if burst > 1:
-                    record_gap(stats, 0.0, burst - 1)  # a burst's tokens share one timestamp
+                    gap_run[2] += burst - 1  # a burst's tokens share one timestamp: ITL 0
                     if g == 0:
                         second_token[q] = t_ms
             last_token[q] = t_ms
