@@ -37,6 +37,10 @@ class KernelParams(NamedTuple):
     capture: bool
     lazy_decode: bool  # pass compression; False only to test that it changes nothing
     check_invariants: bool  # debug: check every rank's state after each pass start and end
+    # pass end = start + duration_ns x 1e-6, AISimulate's conversion (bit-exact timestamps on
+    # mla-dp8); off = start + duration_ns / 1e6, which dense runs were pinned with (the two
+    # differ in the last bit; see NOTES, issue 6)
+    ns_clock: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,9 @@ class EngineSpec:
     cached_prefix_tokens: int
     backend_version: str | None = None  # op-time table version; None = newest
     database_mode: str = "SILICON"
+    moe_tensor: int = 1   # MoE parallelism (op-level pricing of MoE models)
+    moe_expert: int = 1
+    enable_shared_layer: bool | None = None   # False: primary table source only
 
     @property
     def num_ranks(self) -> int:
@@ -104,6 +111,7 @@ class EngineSpec:
             capture=bool(capture),
             lazy_decode=bool(lazy_decode),
             check_invariants=bool(check_invariants),
+            ns_clock=self.timing == "op_level" and self.model.num_experts > 0,
         )
 
 
@@ -161,6 +169,9 @@ def resolve(cfg) -> EngineSpec:
         prefill_interval=(worker.scheduler.prefill_schedule_interval
                           if eng.backend == "vllm" and par.attention_data > 1 else 1),
         timing=timing_kind,
+        moe_tensor=par.moe_tensor,
+        moe_expert=par.moe_expert,
+        enable_shared_layer=eng.enable_shared_layer,
         backend_version=eng.backend_version,
         database_mode=str(getattr(timing, "database_mode", None) or eng.database_mode).upper(),
         prefill_ms=float(getattr(timing, "prefill_ms", 0.0) or 0.0),
