@@ -124,15 +124,24 @@ def test_decode_overlap_groups() -> None:
 
 
 def test_missing_slice_is_named(tmp_path: Path) -> None:
-    """A parallelism with no MoE table slice fails with one line naming the slice."""
+    """enable_shared_layer: false drops the 0.25.0 donor rows: no fp8_block GEMM slice, one
+    clear line naming it (AISimulate fails the same way, timing.md 1.3)."""
     cfg = tmp_path / "bad.yaml"
-    cfg.write_text(CONFIG.replace("attention_data: 8, moe_tensor: 1,\n                    "
-                                  "moe_expert: 8", "attention_data: 4, moe_tensor: 1,\n"
-                                  "                    moe_expert: 4"))
+    cfg.write_text(CONFIG.replace("enable_shared_layer: true", "enable_shared_layer: false"))
     res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
     assert res.exit_code == 2
     text = res.output.strip()
-    assert "moe_ep=4" in text and "Traceback" not in text
+    assert "fp8_block" in text and "shared_gate_up_gemm" in text, text
+    assert "Traceback" not in text and len(text.splitlines()) == 1
+
+
+def test_unsupported_parallelism_is_named(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(CONFIG.replace("backend: vllm", "backend: trtllm").replace(
+        'backend_version: "0.24.0"', 'backend_version: "1.3.0rc20"'))
+    res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
+    assert res.exit_code == 2
+    assert "trtllm" in res.output and "Traceback" not in res.output
 
 
 # Single-request AISimulate runs (1 x 1024 prompt, 3 output tokens, replicas 1): TTFT =

@@ -121,7 +121,7 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
             num, ids, ws, text = gemm.resolve(name, dtype, n, k)
         except OpTableError as exc:
             raise OpTableError(name, f"gemm dtype={dtype} n={n} k={k}",
-                               f"{exc}; {where} (fp8_block GEMMs need "
+                               f"{exc.detail}; {where} (fp8_block GEMMs need "
                                "enable_shared_layer: true)") from None
         g_num[gi] = num
         g_sites[gi, :len(ids)] = ids
@@ -334,8 +334,8 @@ def _build_gqa_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backe
                  (phase, "moe_post_dispatch", KP.OP_NCCL_REDUCE_SCATTER, -1, float(h * adp),
                   layer),
                  (phase, "p2p", KP.OP_P2P, -1, 2.0 * h, float(pp - 1) * once)]
-        if t > 1:   # the embedding's allreduce over the attention-TP group [observed]
-            rows.insert(-1, (phase, "embedding_ar", KP.OP_ALLREDUCE, -1, float(h), once))
+        # the embedding's allreduce over the attention-TP group (0 at TP 1, still listed)
+        rows.insert(-1, (phase, "embedding_ar", KP.OP_ALLREDUCE, -1, float(h), once))
         if phase == "generation":   # the MoE family has no context lm_head (AISimulate)
             rows.insert(-1, (phase, "logits_gemm", KP.OP_GEMM_REQUESTS, gi_of["logits_gemm"],
                              0.0, once))
