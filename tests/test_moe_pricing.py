@@ -135,33 +135,42 @@ def test_missing_slice_is_named(tmp_path: Path) -> None:
     assert "Traceback" not in text and len(text.splitlines()) == 1
 
 
-def test_unsupported_parallelism_is_named(tmp_path: Path) -> None:
+def test_unsupported_combination_is_named(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(CONFIG.replace("backend: vllm", "backend: trtllm").replace(
-        'backend_version: "0.24.0"', 'backend_version: "1.3.0rc20"'))
+        'backend_version: "0.24.0"', 'backend_version: "1.3.0rc20"').replace(
+        "deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-R1"))
     res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
     assert res.exit_code == 2
-    assert "trtllm" in res.output and "Traceback" not in res.output
+    assert "TRT-LLM" in res.output and "Traceback" not in res.output
 
 
 # Single-request AISimulate runs (1 x 1024 prompt, 3 output tokens, replicas 1): TTFT =
 # PREFILL(1, 1024, 0) and the first inter-token gap = DECODE(1, 1025), both rounded to whole ns
-# by the pass clock. (model, tensor, attention_data, moe_tensor, moe_expert) -> (ttft, ttst).
+# by the pass clock. (backend, model, tensor, attention_data, moe_tensor, moe_expert) ->
+# (ttft, ttst).
 ANCHORS = {
-    ("Qwen/Qwen3-30B-A3B", 1, 1, 1, 1): (17.775728, 4.01788),
-    ("Qwen/Qwen3-30B-A3B", 1, 2, 1, 2): (16.535754, 4.949464),
-    ("Qwen/Qwen3-30B-A3B", 2, 1, 1, 2): (14.148274, 4.38646),
-    ("deepseek-ai/DeepSeek-V3", 1, 8, 1, 8): (201.299273, 15.766182),
-    ("deepseek-ai/DeepSeek-V3.2", 1, 8, 1, 8): (241.766673, 18.401382),
+    ("vllm", "Qwen/Qwen3-30B-A3B", 1, 1, 1, 1): (17.775728, 4.01788),
+    ("vllm", "Qwen/Qwen3-30B-A3B", 1, 2, 1, 2): (16.535754, 4.949464),
+    ("vllm", "Qwen/Qwen3-30B-A3B", 2, 1, 1, 2): (14.148274, 4.38646),
+    ("vllm", "deepseek-ai/DeepSeek-V3", 1, 8, 1, 8): (201.299273, 15.766182),
+    ("vllm", "deepseek-ai/DeepSeek-V3.2", 1, 8, 1, 8): (241.766673, 18.401382),
+    ("trtllm", "Qwen/Qwen3-30B-A3B", 1, 1, 1, 1): (19.527742, 4.580884),
+    ("trtllm", "Qwen/Qwen3-30B-A3B", 1, 2, 1, 2): (19.10031, 5.691873),
+    ("trtllm", "Qwen/Qwen3-30B-A3B", 2, 1, 1, 2): (14.408254, 4.735238),
+    ("trtllm", "deepseek-ai/DeepSeek-V3.2", 1, 8, 1, 8): (100.313445, 17.999537),
 }
+VERSIONS = {"vllm": "0.24.0", "trtllm": "1.3.0rc20"}
 
 
 @pytest.mark.golden
 @pytest.mark.parametrize("key", sorted(ANCHORS), ids=lambda k: "-".join(map(str, k)))
 def test_single_request_anchors(key: tuple, tmp_path: Path) -> None:
-    model, tp, dp, mtp, mep = key
+    backend, model, tp, dp, mtp, mep = key
     cfg = tmp_path / "anchor.yaml"
-    cfg.write_text(CONFIG.replace("deepseek-ai/DeepSeek-V3.2", model).replace(
+    text = CONFIG.replace("backend: vllm", f"backend: {backend}").replace(
+        '"0.24.0"', f'"{VERSIONS[backend]}"')
+    cfg.write_text(text.replace("deepseek-ai/DeepSeek-V3.2", model).replace(
         "tensor: 1, pipeline: 1, attention_data: 8, moe_tensor: 1,\n                    "
         "moe_expert: 8",
         f"tensor: {tp}, pipeline: 1, attention_data: {dp}, moe_tensor: {mtp}, "
