@@ -37,6 +37,7 @@ class KernelParams(NamedTuple):
     capture: bool
     lazy_decode: bool  # pass compression; False only to test that it changes nothing
     check_invariants: bool  # debug: check every rank's state after each pass start and end
+    nextn: int  # MTP draft tokens per decode step (0 = no MTP)
     # pass end = start + duration_ns x 1e-6, AISimulate's conversion (bit-exact timestamps on
     # mla-dp8); off = start + duration_ns / 1e6, which dense runs were pinned with (the two
     # differ in the last bit; see NOTES, issue 6)
@@ -75,6 +76,8 @@ class EngineSpec:
     cached_prefix_tokens: int
     backend_version: str | None = None  # op-time table version; None = newest
     database_mode: str = "SILICON"
+    nextn: int = 0  # native MTP depth
+    nextn_accepted: float | None = None  # mean accepted drafts per step (required iff nextn)
     moe_tensor: int = 1   # MoE parallelism (op-level pricing of MoE models)
     moe_expert: int = 1
     enable_shared_layer: bool | None = None   # False: primary table source only
@@ -109,8 +112,10 @@ class EngineSpec:
             load_kind=int(LoadKind.CONCURRENCY if self.load == "concurrency" else LoadKind.OPEN),
             concurrency=self.concurrency,
             capture=bool(capture),
-            lazy_decode=bool(lazy_decode),
+            # bursts are random, so MTP decoders cannot be advanced implicitly
+            lazy_decode=bool(lazy_decode) and self.nextn == 0,
             check_invariants=bool(check_invariants),
+            nextn=int(self.nextn),
             ns_clock=self.timing == "op_level" and self.model.num_experts > 0,
         )
 
@@ -186,6 +191,8 @@ def resolve(cfg) -> EngineSpec:
         input_tokens=src.input_tokens,
         output_tokens=src.output_tokens,
         cached_prefix_tokens=src.cached_prefix_tokens,
+        nextn=eng.nextn,
+        nextn_accepted=eng.nextn_accepted,
     )
     _check_can_finish(cfg, spec)
     return spec
@@ -260,7 +267,8 @@ def _check_can_finish(cfg, spec: EngineSpec) -> None:
         prompt_blocks = -(-p // bs)
         if prompt_blocks > spec.num_blocks:
             return  # rejected at admission like AISimulate does
-        longest = -(-(p + o - 1) // bs)
+        # MTP reserves KV for the whole final burst, the last token included
+        longest = -(-(p + o - (0 if spec.nextn else 1)) // bs)
         if longest > spec.num_blocks:
             raise CapacityError(
                 f"{where}.kv_cache.capacity.blocks: a request of {p} prompt + {o} output "

@@ -38,7 +38,8 @@ def plan_for(spec, where: str):
             "priced so far (fixed or polynomial timing works for any model)")
     version = data_version(spec.backend, spec.backend_version)
     args = {"backend": spec.backend, "version": version, "tensor_parallel": spec.tensor,
-            "pipeline_parallel": spec.pipeline, "mode": spec.database_mode}
+            "pipeline_parallel": spec.pipeline, "mode": spec.database_mode,
+            "nextn": spec.nextn}
     path = _cache_path(model, args)
     cached = _load(path)
     if cached is not None:
@@ -58,7 +59,7 @@ def _moe_plan_for(spec, where: str):
     args = {"backend": spec.backend, "version": version, "tensor_parallel": spec.tensor,
             "pipeline_parallel": spec.pipeline, "attention_dp": spec.dp_size,
             "moe_tensor": spec.moe_tensor, "moe_expert": spec.moe_expert,
-            "mode": spec.database_mode}
+            "mode": spec.database_mode, "nextn": spec.nextn}
     primary_only = spec.enable_shared_layer is False
     path = _cache_path(spec.model, {**args, "primary_only": primary_only})
     cached = _load(path)
