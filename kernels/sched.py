@@ -370,11 +370,21 @@ def _memo_slot(kind, a, b, c, mask):
 
 
 @kernel
+def _op_level_miss(plan, kind, a, b, c, row_ms, row_energy, row_covered):
+    if kind == 0:
+        return optime_energy.price_prefill_energy(plan, a, b, c, row_ms, row_energy,
+                                                  row_covered)
+    return optime_energy.price_decode_energy(plan, a, b, row_ms, row_energy, row_covered)
+
+
+@helper
 def op_level_ms(plan, memo, kind, a, b, c):
     """PREFILL (kind 0: batch a, isl b, prefix c) or DECODE (kind 1: batch a, ctx b), memoized.
 
     Pass shapes repeat massively (a steady decode batch prices the same key for thousands of
-    passes); a direct-mapped cache keeps the op-level evaluation off most passes.
+    passes); a direct-mapped cache keeps the op-level evaluation off most passes. Inlined, so
+    a hit does not copy the plan's ~70 array descriptors into a call (an attention-DP rank pass
+    prices once per rank: that copy was most of mla-dp8's loop time).
     """
     keys = memo.keys
     slot = _memo_slot(kind, a, b, c, keys.shape[0] - 1)
@@ -383,11 +393,7 @@ def op_level_ms(plan, memo, kind, a, b, c):
     row_covered = memo.row_covered[slot]
     if not (keys[slot, 0] == kind and keys[slot, 1] == a and keys[slot, 2] == b
             and keys[slot, 3] == c):
-        if kind == 0:
-            v = optime_energy.price_prefill_energy(plan, a, b, c, row_ms, row_energy,
-                                                   row_covered)
-        else:
-            v = optime_energy.price_decode_energy(plan, a, b, row_ms, row_energy, row_covered)
+        v = _op_level_miss(plan, kind, a, b, c, row_ms, row_energy, row_covered)
         keys[slot, 0] = kind
         keys[slot, 1] = a
         keys[slot, 2] = b
