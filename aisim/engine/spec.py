@@ -38,6 +38,7 @@ class KernelParams(NamedTuple):
     lazy_decode: bool  # pass compression; False only to test that it changes nothing
     check_invariants: bool  # debug: check every rank's state after each pass start and end
     nextn: int  # MTP draft tokens per decode step (0 = no MTP)
+    capture_passes: bool = False  # write one PassLog row per rank per pass (--capture-passes)
     # pass end = start + duration_ns x 1e-6, AISimulate's conversion (bit-exact timestamps on
     # mla-dp8); off = start + duration_ns / 1e6, which dense runs were pinned with (the two
     # differ in the last bit; see NOTES, issue 6)
@@ -92,7 +93,8 @@ class EngineSpec:
         return self.tensor * self.dp_size
 
     def kernel_params(self, capture: bool, lazy_decode: bool = True,
-                      check_invariants: bool = False) -> KernelParams:
+                      check_invariants: bool = False,
+                      capture_passes: bool = False) -> KernelParams:
         return KernelParams(
             backend=int(Backend.TRTLLM if self.backend == "trtllm" else Backend.VLLM),
             block_size=self.block_size,
@@ -116,6 +118,7 @@ class EngineSpec:
             lazy_decode=bool(lazy_decode) and self.nextn == 0,
             check_invariants=bool(check_invariants),
             nextn=int(self.nextn),
+            capture_passes=bool(capture_passes),
             ns_clock=self.timing == "op_level" and self.model.num_experts > 0,
         )
 
