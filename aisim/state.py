@@ -375,7 +375,8 @@ def allocate_memo(num_ops: int, slots: int = 1 << 12) -> TimingMemo:
 
 
 _PLAN_INT_FIELDS = ("op_kind", "op_index", "gemm_num_sites", "site_off", "ctx_o0", "ctx_o1",
-                    "gen_o0", "gen_o1", "scratch_i")
+                    "gen_o0", "gen_o1", "scratch_i", "dsa_ctx_o0", "dsa_ctx_o1", "dsa_gen_o0",
+                    "dsa_gen_o1")
 
 
 def placeholder_plan():
