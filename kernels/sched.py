@@ -538,24 +538,67 @@ def price_rank(p, req, ranks, r, x, plan, memo):
 def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, r, x, plan, memo, flags):
     """MTP: fix the prefill part, reserve the bursts' KV (preempting the last running request
     until it fits; a victim's prefill stays priced and is lost), price the surviving decode set.
-    Returns (duration_ns, flags)."""
-    bs_p, sum_isl, sum_pfx, _, _ = batch_shape(req, ranks, r, x)
-    while True:
-        victim = mtp_step.reserve_bursts(p, req, ranks, blocks, r, p.nextn)
-        if victim < 0:
-            break
-        if p.backend == Backend.TRTLLM:
-            flags |= SCHED_TRT_PREEMPT
-            break
-        preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
-        flags |= SCHED_PROGRESS
+    Returns (duration_ns, flags).
+
+    One fused sweep over the running requests yields the prefill shape, the decode shape and the
+    burst blocks needed; the members that need blocks are noted in due_list (idle scratch: pass
+    compression is off under MTP), so the common case touches each request once.
+    """
+    bs = p.block_size
+    nextn = p.nextn
+    act_list = ranks.act_list
+    grow = ranks.due_list
+    slot_nblk = blocks.slot_nblk
+    bs_p = 0
+    sum_isl = 0
+    sum_pfx = 0
     bs_d = 0
     sum_ctx = 0
+    need = 0
+    n_grow = 0
     for k in range(ranks.act_len[r]):
-        q = ranks.act_list[r, k]
+        q = act_list[r, k]
+        n = req.sched_tokens[q]
+        prompt = req.prompt_len[q]
+        a = req.computed_before[q]
+        if n > 0 and a < prompt:
+            bs_p += 1
+            sum_isl += min(a + n, prompt)
+            sum_pfx += a
         if mtp_step.in_decode_set(req, q):
+            g = req.num_generated[q]
+            length = prompt + g
             bs_d += 1
-            sum_ctx += req.prompt_len[q] + req.num_generated[q]
+            sum_ctx += length
+            end = length + min(1 + nextn, req.output_len[q] - g)
+            held = slot_nblk[req.slot[q]]
+            if end > held * bs:
+                need += ceil_div(end, bs) - held
+                grow[r, n_grow] = q
+                n_grow += 1
+    if need > 0:
+        if need <= kv.num_free(ranks, r):
+            for j in range(n_grow):
+                q = grow[r, j]
+                g = req.num_generated[q]
+                end = req.prompt_len[q] + g + min(1 + nextn, req.output_len[q] - g)
+                kv.grow_slot(ranks, blocks, r, req.slot[q], ceil_div(end, bs), p.num_blocks)
+        else:
+            while True:
+                if p.backend == Backend.TRTLLM:
+                    flags |= SCHED_TRT_PREEMPT
+                    break
+                preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
+                flags |= SCHED_PROGRESS
+                if mtp_step.reserve_bursts(p, req, ranks, blocks, r, nextn) < 0:
+                    break
+            bs_d = 0
+            sum_ctx = 0
+            for k in range(ranks.act_len[r]):
+                q = act_list[r, k]
+                if mtp_step.in_decode_set(req, q):
+                    bs_d += 1
+                    sum_ctx += req.prompt_len[q] + req.num_generated[q]
     return price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx), flags
 
 
