@@ -137,6 +137,8 @@ def summarize(result) -> dict:
     out["decode_gpus_per_worker"] = gpus
     out["prefill_worker_seconds"] = 0.0
     worker_seconds = spec.replicas * duration_s if n_done else 0.0
+    if spec.max_time_ms != float("inf"):
+        worker_seconds = spec.replicas * _cutoff_clock_ms(result) / 1000.0
     out["decode_worker_seconds"] = worker_seconds
     out["gpu_hours"] = worker_seconds * gpus / 3600.0
     if n_done == 0:
@@ -169,6 +171,15 @@ def summarize(result) -> dict:
     out.update(_sketch_stats("output_token_throughput_per_user", stats.acc[1], stats.cnt[1],
                              stats.bins[1]))
     return out
+
+
+def _cutoff_clock_ms(result) -> float:
+    """Virtual time at which a run with a cut-off stopped: its last processed event (a pass end
+    or an arrival); workers are billed until then, not until the last completion."""
+    req = result.req
+    arrived = req.status != ReqStatus.NOT_ARRIVED
+    last_arrival = float(req.arrival_ms[arrived].max()) if arrived.any() else 0.0
+    return max(float(result.ranks_last_end_ms.max()), last_arrival)
 
 
 def power_fields() -> dict:

@@ -44,7 +44,7 @@ def config_sha256(cfg_path: str, overrides: tuple[str, ...]) -> str:
 def run_prediction(config_path: str, overrides: tuple[str, ...] = (),
                    capture: bool = False) -> Prediction:
     from aisim.config import load_config
-    from aisim.engine.run import load_engine, simulate
+    from aisim.engine.run import load_engine, simulate_until_cutoff
     from aisim.engine.spec import resolve
     from aisim.metrics import power_fields, summarize
     from aisim.output.records import build_records
@@ -59,8 +59,13 @@ def run_prediction(config_path: str, overrides: tuple[str, ...] = (),
         from aisim.timing.provider import plan_for
 
         plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{spec.role}")
-    traffic = synthetic(spec)
-    result = simulate(spec, traffic, capture=capture, plan=plan)
+    if spec.trace_path is not None:
+        from aisim.traffic_trace import trace_traffic
+
+        traffic = trace_traffic(spec)
+    else:
+        traffic = synthetic(spec)
+    result = simulate_until_cutoff(spec, traffic, capture=capture, plan=plan)
     prediction = dict(summarize(result))
     prediction.update(power_fields())
     if spec.timing == "op_level":

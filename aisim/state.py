@@ -62,6 +62,8 @@ REQUEST_FIELDS = (
     Field("finishing", np.bool_, "N", False, "flag", "completes at the in-flight pass end"),
     Field("activated", np.bool_, "N", False, "flag",
           "admitted with its whole prompt cached (TRT-LLM): a decode-set member this pass"),
+    Field("no_stats", np.bool_, "N", False, "flag",
+          "its token gaps stay out of the ITL statistics (unfinished at a trace cut-off)"),
 )
 
 RANK_FIELDS = (
@@ -178,6 +180,7 @@ class RequestState(NamedTuple):
     ev_next: np.ndarray
     finishing: np.ndarray
     activated: np.ndarray
+    no_stats: np.ndarray
 
 
 class RankState(NamedTuple):

@@ -124,6 +124,8 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
                 t_next = a if a > t else t
         if t_next == np.inf:
             break
+        if t_next > p.max_time_ms:
+            break  # soft cut-off: passes still in flight never end; their requests stay open
         t = t_next
         # --- pass completions at t, in pass-start order
         while True:

@@ -534,7 +534,9 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
                 first_token[q] = t_ms
             else:
                 gap = t_ms - last_token[q]
-                if gap_run[1] > 0.0 and gap == gap_run[0]:
+                if req.no_stats[q]:
+                    pass
+                elif gap_run[1] > 0.0 and gap == gap_run[0]:
                     gap_run[1] += 1.0
                 else:
                     record_gap(stats, gap, 1)
@@ -547,7 +549,7 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
                 req.finishing[q] = True
                 any_done = True
                 continue
-            if g >= 2 and may_turn_lazy:
+            if g >= 2 and may_turn_lazy and not req.no_stats[q]:  # lazy gaps are all counted
                 lazy.make_lazy(p, req, ranks, blocks, r, q, x)
                 stats.counters[CNT_LAZY] += 1
                 continue

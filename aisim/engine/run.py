@@ -23,6 +23,7 @@ class SimResult:
     log: st.AdmissionLog | None
     sim_ms: float  # host time of the kernel call
     memo: st.TimingMemo | None = None  # op-level runs: the energy accumulators
+    ranks_last_end_ms: np.ndarray | None = None  # float64[R] end of each rank's last pass
 
 
 def load_engine(spec: EngineSpec) -> None:
@@ -39,8 +40,11 @@ def load_engine(spec: EngineSpec) -> None:
 
 def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
              lazy_decode: bool = True, check_invariants: bool = False,
-             plan=None) -> SimResult:
-    """Run the event loop; `plan` is the op-level PassPlan when spec.timing == "op_level"."""
+             plan=None, no_stats: np.ndarray | None = None) -> SimResult:
+    """Run the event loop; `plan` is the op-level PassPlan when spec.timing == "op_level".
+
+    `no_stats` (bool[N]) keeps those requests' token gaps out of the ITL statistics.
+    """
     from aisim.kernels.codes import RunResult
     from aisim.kernels.loop import run_aggregated
 
@@ -66,6 +70,8 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         req.arrival_ms[:] = traffic.arrival_ms
         req.pfx_start[:] = traffic.pfx_start
         req.pfx_len[:] = traffic.pfx_len
+        if no_stats is not None:
+            req.no_stats[:] = no_stats
         workers.ready_ms[:] = spec.startup_ms
         code, where = run_aggregated(params._replace(max_seqs=max_running), req, ranks, blocks,
                                      workers, stats, log, traffic.pfx_hash, arrays, memo)
@@ -84,4 +90,24 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         raise RuntimeError(f"internal error: event loop returned {RunResult(code).name} "
                            f"at worker {where}")
     return SimResult(spec, traffic, req, workers, stats, log if capture else None, sim_ms,
-                     memo if spec.timing == "op_level" else None)
+                     memo if spec.timing == "op_level" else None, ranks.last_end_ms)
+
+
+def simulate_until_cutoff(spec: EngineSpec, traffic: Traffic, capture: bool = False,
+                          plan=None) -> SimResult:
+    """Run; at a virtual-time cut-off, rerun once so unfinished requests' gaps leave the ITL.
+
+    AISimulate computes ITL from the requests that completed, but which ones complete is known
+    only at the cut-off, after their gaps were streamed. The run is deterministic, so the rerun
+    with those requests flagged is the same run with clean statistics.
+    """
+    from aisim.kernels.codes import ReqStatus
+
+    result = simulate(spec, traffic, capture=capture, plan=plan)
+    if spec.max_time_ms == float("inf"):
+        return result
+    status = result.req.status
+    open_ = (status == ReqStatus.WAITING) | (status == ReqStatus.RUNNING)
+    if not open_.any():
+        return result
+    return simulate(spec, traffic, capture=capture, plan=plan, no_stats=open_)
