@@ -126,6 +126,8 @@ def summarize(result) -> dict:
     out["total_output_tokens"] = total_out
     out["processed_tokens"] = total_in + total_out
     out["committed_prefill_tokens"] = int(stats.counters[CNT_COMMITTED])
+    if spec.max_time_ms != float("inf"):
+        out["committed_prefill_tokens"] -= _open_pass_prefill(result)
     reused_max = int(req.reused_max[completed].sum())
     reused_first = int(req.reused_first[completed].sum())
     out["prefix_cache_reused_ratio"] = reused_max / total_in if total_in else 0.0
@@ -179,7 +181,19 @@ def _cutoff_clock_ms(result) -> float:
     req = result.req
     arrived = req.status != ReqStatus.NOT_ARRIVED
     last_arrival = float(req.arrival_ms[arrived].max()) if arrived.any() else 0.0
-    return max(float(result.ranks_last_end_ms.max()), last_arrival)
+    return max(float(result.ranks.last_end_ms.max()), last_arrival)
+
+
+def _open_pass_prefill(result) -> int:
+    """Prompt tokens scheduled in passes still in flight at the cut-off: the kernels count them
+    when scheduled, AISimulate when the pass ends, which these passes never do."""
+    req, ranks = result.req, result.ranks
+    total = 0
+    for r in np.nonzero(ranks.in_pass)[0]:
+        q = ranks.act_list[r, : ranks.act_len[r]]
+        prefill = req.computed_before[q] < req.prompt_len[q]
+        total += int(req.sched_tokens[q][prefill].sum())
+    return total
 
 
 def power_fields() -> dict:

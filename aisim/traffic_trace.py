@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -67,16 +66,22 @@ def _read_columnar(path: str, block_size: int) -> TraceRows:
     import pyarrow as pa
     import pyarrow.json as pj
 
-    schema = pa.schema([
-        ("timestamp", pa.float64()), ("created_time", pa.float64()),
-        ("input_length", pa.int64()), ("input_tokens", pa.int64()),
-        ("output_length", pa.int64()), ("output_tokens", pa.int64()),
-        ("hash_ids", pa.list_(pa.uint64())),
-    ])
+    schema = pa.schema(
+        [
+            ("timestamp", pa.float64()),
+            ("created_time", pa.float64()),
+            ("input_length", pa.int64()),
+            ("input_tokens", pa.int64()),
+            ("output_length", pa.int64()),
+            ("output_tokens", pa.int64()),
+            ("hash_ids", pa.list_(pa.uint64())),
+        ]
+    )
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
     try:
-        table = pj.read_json(path, parse_options=options,
-                             read_options=pj.ReadOptions(block_size=1 << 24))
+        table = pj.read_json(
+            path, parse_options=options, read_options=pj.ReadOptions(block_size=1 << 24)
+        )
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise _NeedsScan from exc
     if any(k in table.column_names for k in _SESSION_KEYS):
@@ -108,13 +113,23 @@ def _read_columnar(path: str, block_size: int) -> TraceRows:
     counts = np.diff(hash_off)
     capacity = counts * block_size
     in_len = np.where(in_len < 0, capacity, in_len)
-    bad = (out_len < 1) | (counts == 0) | (in_len < 1) | (in_len > capacity) | ~np.isfinite(
-        np.where(np.isnan(stamp), 0.0, stamp))
+    bad = (
+        (out_len < 1)
+        | (counts == 0)
+        | (in_len < 1)
+        | (in_len > capacity)
+        | ~np.isfinite(np.where(np.isnan(stamp), 0.0, stamp))
+    )
     if n == 0 or bad.any():
         raise _NeedsScan
     stamp = np.where(np.isnan(stamp), 0.0, stamp)
-    return TraceRows(stamp.astype(np.float64), in_len.astype(np.int64),
-                     out_len.astype(np.int64), hash_off, hash_ids)
+    return TraceRows(
+        stamp.astype(np.float64),
+        in_len.astype(np.int64),
+        out_len.astype(np.int64),
+        hash_off,
+        hash_ids,
+    )
 
 
 def _is_int(v) -> bool:
@@ -143,20 +158,26 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ConfigError(f"{where}: not a JSON object ({exc.msg}); write one JSON "
-                                  "object per line") from None
+                raise ConfigError(
+                    f"{where}: not a JSON object ({exc.msg}); write one JSON object per line"
+                ) from None
             if not isinstance(row, dict):
                 raise ConfigError(f"{where}: each row must be a JSON object")
             for key in _SESSION_KEYS:
                 if key in row:
                     raise NotAvailableError(
                         f"{where}: {key}: multi-turn trace sessions are not available yet in "
-                        "aisim; remove the session fields")
+                        "aisim; remove the session fields"
+                    )
             h = row.get("hash_ids")
-            if not isinstance(h, list) or not h or not all(
-                    _is_int(x) and 0 <= x <= _U64_MAX for x in h):
-                raise ConfigError(f"{where}: hash_ids must be a non-empty list of unsigned "
-                                  "64-bit integers")
+            if (
+                not isinstance(h, list)
+                or not h
+                or not all(_is_int(x) and 0 <= x <= _U64_MAX for x in h)
+            ):
+                raise ConfigError(
+                    f"{where}: hash_ids must be a non-empty list of unsigned 64-bit integers"
+                )
             name, out = _field(row, ("output_length", "output_tokens"))
             if not _is_int(out) or out < 1:
                 raise ConfigError(f"{where}: {name} must be a positive integer (got {out!r})")
@@ -170,7 +191,8 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
                 raise ConfigError(
                     f"{where}: {name} {inp} exceeds the {len(h)} hash ids x block_size "
                     f"{block_size} = {capacity} tokens; shorten it or raise "
-                    "traffic.source.block_size")
+                    "traffic.source.block_size"
+                )
             name, ts = _field(row, ("timestamp", "created_time"))
             if ts is None:
                 ts = 0.0
@@ -181,9 +203,13 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
             outs.append(out)
             ids.extend(h)
             offs.append(len(ids))
-    return TraceRows(np.array(stamps, dtype=np.float64), np.array(ins, dtype=np.int64),
-                     np.array(outs, dtype=np.int64), np.array(offs, dtype=np.int64),
-                     np.array(ids, dtype=np.uint64))
+    return TraceRows(
+        np.array(stamps, dtype=np.float64),
+        np.array(ins, dtype=np.int64),
+        np.array(outs, dtype=np.int64),
+        np.array(offs, dtype=np.int64),
+        np.array(ids, dtype=np.uint64),
+    )
 
 
 # --------------------------------------------------------------------------- prefix keys
@@ -269,10 +295,16 @@ def trace_traffic(spec) -> Traffic:
     if spec.backend == "trtllm":
         # TRT-LLM clamps max_output_tokens to what the KV pool can hold at enqueue
         out = np.minimum(out, spec.num_blocks * spec.block_size - prompt)
-    traffic = Traffic(prompt_len=prompt, requested_output_len=requested, output_len=out,
-                      arrival_ms=np.ascontiguousarray(arrival, dtype=np.float64),
-                      pfx_start=pfx_start[order], pfx_len=pfx_len[order], pfx_hash=pfx_hash,
-                      row=order.astype(np.int64))
+    traffic = Traffic(
+        prompt_len=prompt,
+        requested_output_len=requested,
+        output_len=out,
+        arrival_ms=np.ascontiguousarray(arrival, dtype=np.float64),
+        pfx_start=pfx_start[order],
+        pfx_len=pfx_len[order],
+        pfx_hash=pfx_hash,
+        row=order.astype(np.int64),
+    )
     _check_can_finish(spec, traffic)
     return traffic
 
@@ -293,7 +325,8 @@ def _check_can_finish(spec, traffic: Traffic) -> None:
                 f"{spec.trace_path}:{_line(spec, traffic, i)}: {where}.kv_cache.capacity.blocks: "
                 f"a request of {p[i]} prompt + {o[i]} output tokens needs {longest[i]} blocks "
                 f"of {bs} tokens but a rank has {spec.num_blocks}; it could never finish. Raise "
-                "the capacity or shorten the request")
+                "the capacity or shorten the request"
+            )
 
 
 def _line(spec, traffic: Traffic, i: int) -> str:

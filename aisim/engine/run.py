@@ -23,7 +23,7 @@ class SimResult:
     log: st.AdmissionLog | None
     sim_ms: float  # host time of the kernel call
     memo: st.TimingMemo | None = None  # op-level runs: the energy accumulators
-    ranks_last_end_ms: np.ndarray | None = None  # float64[R] end of each rank's last pass
+    ranks: st.RankState | None = None  # final rank state (a cut-off run reads its open passes)
 
 
 def load_engine(spec: EngineSpec) -> None:
@@ -90,7 +90,7 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         raise RuntimeError(f"internal error: event loop returned {RunResult(code).name} "
                            f"at worker {where}")
     return SimResult(spec, traffic, req, workers, stats, log if capture else None, sim_ms,
-                     memo if spec.timing == "op_level" else None, ranks.last_end_ms)
+                     memo if spec.timing == "op_level" else None, ranks)
 
 
 def simulate_until_cutoff(spec: EngineSpec, traffic: Traffic, capture: bool = False,
