@@ -64,6 +64,8 @@ REQUEST_FIELDS = (
           "admitted with its whole prompt cached (TRT-LLM): a decode-set member this pass"),
     Field("no_stats", np.bool_, "N", False, "flag",
           "its token gaps stay out of the ITL statistics (unfinished at a trace cut-off)"),
+    Field("rej_next", np.int32, "N", -1, "request index",
+          "next request rejected by the same in-flight pass (they settle at its end)"),
 )
 
 RANK_FIELDS = (
@@ -97,6 +99,8 @@ RANK_FIELDS = (
     Field("due_len", np.int32, "R", 0, "count", "entries of due_list"),
     Field("cal_head", np.int32, "R,H", -1, "request index",
           "event calendar: bucket (pass mod H) -> first lazy request"),
+    Field("rej_head", np.int32, "R", -1, "request index",
+          "latest request rejected by the in-flight pass (list through rej_next)"),
 )
 
 BLOCK_FIELDS = (
@@ -181,6 +185,7 @@ class RequestState(NamedTuple):
     finishing: np.ndarray
     activated: np.ndarray
     no_stats: np.ndarray
+    rej_next: np.ndarray
 
 
 class RankState(NamedTuple):
@@ -210,6 +215,7 @@ class RankState(NamedTuple):
     due_list: np.ndarray
     due_len: np.ndarray
     cal_head: np.ndarray
+    rej_head: np.ndarray
 
 
 class BlockState(NamedTuple):

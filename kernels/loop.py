@@ -63,6 +63,8 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
     workers.busy[w] = True
     workers.pass_start_ms[w] = t_ms
     workers.pass_end_ms[w] = t_ms + dur_max / 1e6
+    for d in range(p.dp_size):
+        sched.settle_rejections(p, req, ranks, stats, w * p.dp_size + d, workers.pass_end_ms[w])
     workers.busy_ms[w] += dur_max / 1e6
     workers.num_passes[w] += 1
     stats.counters[CNT_PASSES] += 1

@@ -129,11 +129,37 @@ def preempt_last(p, req, ranks, blocks, stats, pfx_hash, r):
 
 
 @kernel
-def reject(p, req, stats, i, t_ms):
+def reject(p, req, ranks, stats, r, i, t_ms):
+    """Reject request i at its admission attempt. It is reported (and, closed loop, replaced)
+    when the pass that tried to admit it ends (see settle_rejections)."""
     req.status[i] = ReqStatus.REJECTED
     req.terminal_ms[i] = t_ms
     stats.counters[CNT_REJECTIONS] += 1
-    spawn_next(p, req, stats, t_ms)
+    req.rej_next[i] = ranks.rej_head[r]
+    ranks.rej_head[r] = i
+
+
+@helper
+def settle_rejections(p, req, ranks, stats, r, end_ms):
+    """At the start of rank r's pass: its rejections take effect at the pass end, in order."""
+    i = ranks.rej_head[r]
+    if i < 0:
+        return
+    # the list is newest first: reverse it so replacements spawn in rejection order
+    prev = -1
+    while i >= 0:
+        nxt = req.rej_next[i]
+        req.rej_next[i] = prev
+        prev = i
+        i = nxt
+    i = prev
+    while i >= 0:
+        req.terminal_ms[i] = end_ms
+        spawn_next(p, req, stats, end_ms)
+        nxt = req.rej_next[i]
+        req.rej_next[i] = -1
+        i = nxt
+    ranks.rej_head[r] = -1
 
 
 @helper
@@ -262,7 +288,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
                 too_big = ceil_div(prompt, bs) > nb
         if too_big:
             pop_waiting(req, ranks, r)
-            reject(p, req, stats, q, t_ms)
+            reject(p, req, ranks, stats, r, q, t_ms)
             flags |= SCHED_PROGRESS
             continue
         trt = p.backend == Backend.TRTLLM
