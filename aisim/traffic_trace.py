@@ -317,7 +317,8 @@ def _check_can_finish(spec, traffic: Traffic) -> None:
     live = np.ones(len(p), dtype=bool) if spec.max_model_len is None else p < spec.max_model_len
     if spec.backend == "vllm":
         live &= -(-p // bs) <= spec.num_blocks  # larger prompts are rejected at admission
-        longest = -(-(p + o - 1) // bs)
+        # MTP reserves KV for the whole final burst, the last token included
+        longest = -(-(p + o - (0 if spec.nextn else 1)) // bs)
         stuck = np.nonzero(live & (longest > spec.num_blocks))[0]
         if len(stuck):
             i = int(stuck[0])

@@ -38,6 +38,7 @@ class KernelParams(NamedTuple):
     lazy_decode: bool  # pass compression; False only to test that it changes nothing
     check_invariants: bool  # debug: check every rank's state after each pass start and end
     max_time_ms: float  # stop.max_virtual_time_seconds in ms (inf: run until the trace ends)
+    nextn: int  # MTP draft tokens per decode step (0 = no MTP)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ class EngineSpec:
     trace_block_size: int = 0  # tokens per trace hash id
     trace_speedup: float = 1.0  # trace_timestamps load: timestamps are divided by it
     max_time_ms: float = float("inf")  # soft cut-off (stop.max_virtual_time_seconds)
+    nextn: int = 0  # native MTP depth
+    nextn_accepted: float | None = None  # mean accepted drafts per step (required iff nextn)
 
     @property
     def num_ranks(self) -> int:
@@ -107,9 +110,11 @@ class EngineSpec:
             load_kind=int(LoadKind.CONCURRENCY if self.load == "concurrency" else LoadKind.OPEN),
             concurrency=self.concurrency,
             capture=bool(capture),
-            lazy_decode=bool(lazy_decode),
+            # bursts are random, so MTP decoders cannot be advanced implicitly
+            lazy_decode=bool(lazy_decode) and self.nextn == 0,
             check_invariants=bool(check_invariants),
             max_time_ms=float(self.max_time_ms),
+            nextn=int(self.nextn),
         )
 
 
@@ -182,6 +187,8 @@ def resolve(cfg) -> EngineSpec:
         output_tokens=getattr(src, "output_tokens", 0),
         cached_prefix_tokens=getattr(src, "cached_prefix_tokens", 0),
         **_trace_fields(cfg),
+        nextn=eng.nextn,
+        nextn_accepted=eng.nextn_accepted,
     )
     if spec.trace_path is None:
         _check_can_finish(cfg, spec)  # traces check each request once loaded (traffic_trace)
@@ -270,7 +277,8 @@ def _check_can_finish(cfg, spec: EngineSpec) -> None:
         prompt_blocks = -(-p // bs)
         if prompt_blocks > spec.num_blocks:
             return  # rejected at admission like AISimulate does
-        longest = -(-(p + o - 1) // bs)
+        # MTP reserves KV for the whole final burst, the last token included
+        longest = -(-(p + o - (0 if spec.nextn else 1)) // bs)
         if longest > spec.num_blocks:
             raise CapacityError(
                 f"{where}.kv_cache.capacity.blocks: a request of {p} prompt + {o} output "
