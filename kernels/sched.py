@@ -17,7 +17,6 @@ import numpy as np
 from aisim.kernels import kv_blocks as kv
 from aisim.kernels import lazy, mtp_step, optime_energy, optime_pass
 from aisim.kernels._jit import helper, kernel
-from aisim.kernels.mtp_step import mtp_on
 from aisim.kernels.codes import (
     CNT_ADMISSIONS,
     CNT_COMMITTED,
@@ -31,6 +30,7 @@ from aisim.kernels.codes import (
     ReqStatus,
     TimingKind,
 )
+from aisim.kernels.mtp_step import mtp_on
 from aisim.kernels.tokstats import record_gap
 
 # schedule_rank status flags
