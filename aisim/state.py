@@ -357,6 +357,22 @@ def allocate(n_requests: int, n_ranks: int, n_workers: int, max_running: int,
     return req, ranks, blocks, workers, stats, log
 
 
+class PrefixKeys(NamedTuple):
+    """Content hashes of shareable leading KV blocks (read by kernels/kv_blocks.block_key)."""
+
+    hashes: np.ndarray  # uint64[*] per request slice (Traffic.pfx_start): prefix content hashes
+    block_src: np.ndarray  # int64[K] slice entry holding everything up to engine block j
+
+
+def prefix_keys(pfx_hash: np.ndarray, src_tokens: int, block_size: int,
+                row_blocks: int) -> PrefixKeys:
+    """One slice entry per engine block (src_tokens 0), or per src_tokens-token source block:
+    engine block j then ends inside source block ((j + 1) x block_size - 1) // src_tokens."""
+    j = np.arange(max(1, row_blocks), dtype=np.int64)
+    src = j if src_tokens == 0 else ((j + 1) * block_size - 1) // src_tokens
+    return PrefixKeys(np.ascontiguousarray(pfx_hash, dtype=np.uint64), src)
+
+
 class TimingMemo(NamedTuple):
     """Op-level phase prices: a direct-mapped cache plus the run's energy accumulators.
 

@@ -29,7 +29,6 @@ _MIX_A = np.uint64(0x9E3779B97F4A7C15)
 _MIX_B = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_C = np.uint64(0x94D049BB133111EB)
 _SEED = np.uint64(0x243F6A8885A308D3)
-_KEY_MASK = np.uint64((1 << 62) - 1)  # bit 62 marks kernel keys of unshareable blocks
 
 
 class TraceRows(NamedTuple):
@@ -244,30 +243,24 @@ def _source_chain(rows: TraceRows) -> np.ndarray:
 
 
 def prefix_keys(rows: TraceRows, engine_bs: int, block_size: int):
-    """(pfx_start int64[N], pfx_len int32[N], pfx_hash uint64[*]) per file row.
+    """(pfx_start int64[N], pfx_len int32[N], pfx_hash uint64[H]) per file row.
 
-    Only leading engine blocks whose source prefix another row also has are listed: a block
-    past that point holds content no other request has (the kernels key those per request).
+    pfx_hash holds one prefix hash per source block (the rows' hash ids, chained), so memory
+    follows the trace, not its tokens; the kernels find engine block j's entry through
+    aisim.state.prefix_keys. pfx_len counts the leading engine blocks whose source prefix
+    another row also has: later blocks hold content no other request has (keyed per request).
     """
     off = rows.hash_off
     n = len(rows.output_len)
     chain = _source_chain(rows)
     _, inverse, occurrences = np.unique(chain, return_inverse=True, return_counts=True)
     shared_pos = occurrences[inverse] >= 2
+    del inverse, occurrences
     # the chain makes shared positions a prefix of each row: count them per row
     shared_src = np.add.reduceat(shared_pos.astype(np.int64), off[:-1]) if n else np.zeros(0)
     full_blocks = rows.input_len // engine_bs
-    pfx_len = np.minimum(full_blocks, shared_src * block_size // engine_bs).astype(np.int64)
-    pfx_start = np.zeros(n, dtype=np.int64)
-    if n:
-        pfx_start[1:] = np.cumsum(pfx_len)[:-1]
-    total = int(pfx_len.sum())
-    j = np.arange(total, dtype=np.int64) - np.repeat(pfx_start, pfx_len)
-    src = np.repeat(off[:-1], pfx_len) + ((j + 1) * engine_bs - 1) // block_size
-    with np.errstate(over="ignore"):
-        keys = _mix(chain[src] ^ _mix(j.astype(np.uint64) + np.uint64(1)))
-    pfx_hash = (keys & _KEY_MASK) | np.uint64(1)
-    return pfx_start, pfx_len.astype(np.int32), pfx_hash
+    pfx_len = np.minimum(full_blocks, shared_src * block_size // engine_bs)
+    return off[:-1].copy(), pfx_len.astype(np.int32), chain
 
 
 # --------------------------------------------------------------------------- traffic
@@ -304,6 +297,7 @@ def trace_traffic(spec) -> Traffic:
         pfx_len=pfx_len[order],
         pfx_hash=pfx_hash,
         row=order.astype(np.int64),
+        pfx_src_tokens=spec.trace_block_size,
     )
     _check_can_finish(spec, traffic)
     return traffic

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from aisim import state as st
 from aisim.errors import ConfigError, NotAvailableError
 from aisim.traffic_trace import _read_columnar, _scan_rows, prefix_keys, read_trace
 
@@ -60,9 +61,10 @@ def _shared_blocks(rows_ids, lengths, engine_bs, trace_bs=32):
     rows = [_row(ids, input_length=n) for ids, n in zip(rows_ids, lengths, strict=True)]
     tmp = Path(pytest.importorskip("tempfile").mkdtemp())
     tr = read_trace(_write(tmp, rows), trace_bs)
-    start, length, keys = prefix_keys(tr, engine_bs, trace_bs)
-    per_row = [keys[s : s + n] for s, n in zip(start, length, strict=True)]
-    return per_row
+    start, length, chain = prefix_keys(tr, engine_bs, trace_bs)
+    # engine block j's content is (entry block_src[j] of the row's slice, j); j is common
+    src = st.prefix_keys(chain, trace_bs, engine_bs, 64).block_src
+    return [chain[s + src[:n]] for s, n in zip(start, length, strict=True)]
 
 
 @pytest.mark.parametrize(("engine_bs", "a_b_shared"), [(16, 2), (32, 1), (48, 0), (64, 0)])

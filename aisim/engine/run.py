@@ -34,7 +34,8 @@ def load_engine(spec: EngineSpec) -> None:
     state = st.allocate(0, 1, 1, 1, 1, 1, 1, spec.block_size)
     run_aggregated(spec.kernel_params(False)._replace(max_seqs=1, num_blocks=1, num_workers=1,
                                                       dp_size=1),
-                   *state, np.zeros(0, dtype=np.uint64), st.placeholder_plan(),
+                   *state, st.prefix_keys(np.zeros(0, np.uint64), 0, 1, 1),
+                   st.placeholder_plan(),
                    st.allocate_memo(1, 16), st.allocate_mtp(spec.nextn, spec.nextn_accepted, 1))
 
 
@@ -60,6 +61,7 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         arrays, memo = plan.arrays, st.allocate_memo(len(plan.op_names))
     else:
         arrays, memo = st.placeholder_plan(), st.allocate_memo(1, 16)
+    keys = st.prefix_keys(traffic.pfx_hash, traffic.pfx_src_tokens, spec.block_size, row_blocks)
     t0 = time.perf_counter()
     while True:
         req, ranks, blocks, workers, stats, log = st.allocate(
@@ -75,7 +77,7 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         workers.ready_ms[:] = spec.startup_ms
         mtp = st.allocate_mtp(spec.nextn, spec.nextn_accepted, spec.num_ranks)
         code, where = run_aggregated(params._replace(max_seqs=max_running), req, ranks, blocks,
-                                     workers, stats, log, traffic.pfx_hash, arrays, memo, mtp)
+                                     workers, stats, log, keys, arrays, memo, mtp)
         if code != RunResult.LOG_FULL:
             break
         log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
