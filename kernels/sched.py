@@ -226,6 +226,8 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
                 # budget runs out) for its one known token
                 charge = min(1 + p.nextn, budget)
                 req.draft_slots[q] = charge
+            elif p.backend == Backend.TRTLLM and c + n == prompt and num_generated[q] == 0:
+                req.draft_slots[q] = 1 + p.nextn  # TRT-LLM drafts from the prefill pass on
         slot = slots[q]
         # divisions are slow and a decode crosses a block boundary once per block_size steps
         if c + n > slot_nblk[slot] * bs:
@@ -345,6 +347,9 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         req.sched_tokens[q] = n
         req.num_computed[q] = hit_tokens + n
         req.activated[q] = remaining == 0
+        if mtp_on(mtp):
+            if trt and remaining == n and req.num_generated[q] == 0:
+                req.draft_slots[q] = 1 + p.nextn  # TRT-LLM drafts from the prefill pass on
         if p.prefix_caching:
             kv.register_full_blocks(req, blocks, pfx_hash, q, r, slot, hit_tokens + n, bs)
         if hit_tokens < prompt:
@@ -532,7 +537,13 @@ def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, r, x, plan, me
             break
         preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
         flags |= SCHED_PROGRESS
-    _, _, _, bs_d, sum_ctx = batch_shape(req, ranks, r, x)
+    bs_d = 0
+    sum_ctx = 0
+    for k in range(ranks.act_len[r]):
+        q = ranks.act_list[r, k]
+        if mtp_step.in_decode_set(req, q):
+            bs_d += 1
+            sum_ctx += req.prompt_len[q] + req.num_generated[q]
     return price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx), flags
 
 
@@ -632,6 +643,8 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
             if mtp_on(mtp):
                 if burst > 1 and not req.no_stats[q]:
                     record_gap(stats, 0.0, burst - 1)  # a burst's tokens share one timestamp
+                    if g == 0:
+                        second_token[q] = t_ms
             last_token[q] = t_ms
             g += burst
             num_generated[q] = g
