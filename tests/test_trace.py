@@ -201,3 +201,14 @@ def test_cutoff_leaves_unfinished_requests_out(tmp_path: Path) -> None:
     assert (p["num_requests"], p["completed_requests"]) == (2, 1)
     assert [r["session_id"] for r in pred.records] == ["request_1"]
     assert p["mean_itl_ms"] == pytest.approx(1.7)  # only the finished request's gaps
+
+
+@pytest.mark.parametrize("fmt", ["agentic_mooncake", "weka", "applied_compute_agentic"])
+def test_other_trace_formats_are_not_available(tmp_path: Path, fmt: str) -> None:
+    from aisim.config import load_config, unsupported_features
+
+    _write(tmp_path, [_row([1])])
+    cfg = _config(tmp_path, "t.jsonl").read_text().replace("format: mooncake", f"format: {fmt}")
+    (tmp_path / "cfg.yaml").write_text(cfg)
+    lines = unsupported_features(load_config(str(tmp_path / "cfg.yaml")))
+    assert lines and lines[0].startswith("traffic.source.format:")
