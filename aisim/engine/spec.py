@@ -39,6 +39,7 @@ class KernelParams(NamedTuple):
     check_invariants: bool  # debug: check every rank's state after each pass start and end
     max_time_ms: float  # stop.max_virtual_time_seconds in ms (inf: run until the trace ends)
     nextn: int  # MTP draft tokens per decode step (0 = no MTP)
+    capture_passes: bool = False  # write one PassLog row per rank per pass (--capture-passes)
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,8 @@ class EngineSpec:
         return self.tensor * self.dp_size
 
     def kernel_params(self, capture: bool, lazy_decode: bool = True,
-                      check_invariants: bool = False) -> KernelParams:
+                      check_invariants: bool = False,
+                      capture_passes: bool = False) -> KernelParams:
         return KernelParams(
             backend=int(Backend.TRTLLM if self.backend == "trtllm" else Backend.VLLM),
             block_size=self.block_size,
@@ -115,6 +117,7 @@ class EngineSpec:
             check_invariants=bool(check_invariants),
             max_time_ms=float(self.max_time_ms),
             nextn=int(self.nextn),
+            capture_passes=bool(capture_passes),
         )
 
 
