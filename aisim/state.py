@@ -141,8 +141,9 @@ STATS_FIELDS = (
     Field("acc", np.float64, "2,5", 0.0, "ms | tokens/s",
           "ITL / per-user throughput: sum, Welford mean, Welford M2, min, max"),
     Field("cnt", np.int64, "2,2", 0, "count", "samples, samples in the zero bucket"),
-    Field("run", np.float64, "2", 0.0, "ms | count",
-          "pending run of equal ITL gaps not yet merged: gap value, repeat count"),
+    Field("run", np.float64, "3", 0.0, "ms | count",
+          "pending run of equal ITL gaps not yet merged: gap value, repeat count; then the "
+          "pending count of zero gaps (MTP burst tokens)"),
     Field("bins", np.int64, f"2,{SKETCH_BINS}", 0, "count", "DDSketch positive-key counts"),
     Field("counters", np.int64, "9", 0, "tokens | count",
           "committed_prefill_tokens, passes, preemptions, rejections, admissions, spawned, "
@@ -399,7 +400,8 @@ def allocate_memo(num_ops: int, slots: int = 1 << 12) -> TimingMemo:
 
 
 _PLAN_INT_FIELDS = ("op_kind", "op_index", "gemm_num_sites", "site_off", "ctx_o0", "ctx_o1",
-                    "gen_o0", "gen_o1", "scratch_i")
+                    "gen_o0", "gen_o1", "scratch_i", "dsa_ctx_o0", "dsa_ctx_o1", "dsa_gen_o0",
+                    "dsa_gen_o1")
 
 
 def placeholder_plan():

@@ -70,7 +70,10 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
         return 0
     workers.busy[w] = True
     workers.pass_start_ms[w] = t_ms
-    workers.pass_end_ms[w] = t_ms + dur_max / 1e6
+    if p.ns_clock:
+        workers.pass_end_ms[w] = t_ms + np.float64(dur_max) * 1e-6
+    else:
+        workers.pass_end_ms[w] = t_ms + dur_max / 1e6
     for d in range(p.dp_size):
         sched.settle_rejections(p, req, ranks, stats, w * p.dp_size + d, workers.pass_end_ms[w])
     workers.busy_ms[w] += dur_max / 1e6

@@ -113,3 +113,4 @@ def drop_last_hit(req, blocks, pfx_hash, q, r, hits, active):
     if blocks.ref[b] > 0:
         active -= 1
     return hits - 1, active
+

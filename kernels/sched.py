@@ -679,8 +679,9 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                 if g == 1:
                     second_token[q] = t_ms
             if mtp_on(mtp):
-                if burst > 1 and not req.no_stats[q]:
-                    record_gap(stats, 0.0, burst - 1)  # a burst's tokens share one timestamp
+                if burst > 1:
+                    if not req.no_stats[q]:
+                        gap_run[2] += burst - 1  # a burst's tokens share one timestamp: ITL 0
                     if g == 0:
                         second_token[q] = t_ms
             last_token[q] = t_ms

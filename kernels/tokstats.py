@@ -61,7 +61,11 @@ def _merge(stats, row, x, k):
 
 @kernel
 def flush_gaps(stats):
-    """Merge the pending run of equal gaps into both distributions."""
+    """Merge the pending zero gaps (MTP bursts) and run of equal gaps into the distributions."""
+    zeros = int(stats.run[2])
+    if zeros > 0:
+        _merge(stats, 0, 0.0, zeros)  # zero gaps have no per-user throughput sample
+        stats.run[2] = 0.0
     k = int(stats.run[1])
     if k == 0:
         return

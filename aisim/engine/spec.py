@@ -40,6 +40,10 @@ class KernelParams(NamedTuple):
     max_time_ms: float  # stop.max_virtual_time_seconds in ms (inf: run until the trace ends)
     nextn: int  # MTP draft tokens per decode step (0 = no MTP)
     capture_passes: bool = False  # write one PassLog row per rank per pass (--capture-passes)
+    # pass end = start + duration_ns x 1e-6, AISimulate's conversion (bit-exact timestamps on
+    # mla-dp8); off = start + duration_ns / 1e6, which dense runs were pinned with (the two
+    # differ in the last bit; see NOTES, issue 6)
+    ns_clock: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,9 @@ class EngineSpec:
     max_time_ms: float = float("inf")  # soft cut-off (stop.max_virtual_time_seconds)
     nextn: int = 0  # native MTP depth
     nextn_accepted: float | None = None  # mean accepted drafts per step (required iff nextn)
+    moe_tensor: int = 1   # MoE parallelism (op-level pricing of MoE models)
+    moe_expert: int = 1
+    enable_shared_layer: bool | None = None   # False: primary table source only
 
     @property
     def num_ranks(self) -> int:
@@ -118,6 +125,7 @@ class EngineSpec:
             max_time_ms=float(self.max_time_ms),
             nextn=int(self.nextn),
             capture_passes=bool(capture_passes),
+            ns_clock=self.timing == "op_level" and self.model.num_experts > 0,
         )
 
 
@@ -175,6 +183,9 @@ def resolve(cfg) -> EngineSpec:
         prefill_interval=(worker.scheduler.prefill_schedule_interval
                           if eng.backend == "vllm" and par.attention_data > 1 else 1),
         timing=timing_kind,
+        moe_tensor=par.moe_tensor,
+        moe_expert=par.moe_expert,
+        enable_shared_layer=eng.enable_shared_layer,
         backend_version=eng.backend_version,
         database_mode=str(getattr(timing, "database_mode", None) or eng.database_mode).upper(),
         prefill_ms=float(getattr(timing, "prefill_ms", 0.0) or 0.0),
