@@ -132,11 +132,37 @@ def preempt_last(p, req, ranks, blocks, stats, pfx_hash, r):
 
 
 @kernel
-def reject(p, req, stats, i, t_ms):
+def reject(p, req, ranks, stats, r, i, t_ms):
+    """Reject request i at its admission attempt. It is reported (and, closed loop, replaced)
+    when the pass that tried to admit it ends (see settle_rejections)."""
     req.status[i] = ReqStatus.REJECTED
     req.terminal_ms[i] = t_ms
     stats.counters[CNT_REJECTIONS] += 1
-    spawn_next(p, req, stats, t_ms)
+    req.rej_next[i] = ranks.rej_head[r]
+    ranks.rej_head[r] = i
+
+
+@helper
+def settle_rejections(p, req, ranks, stats, r, end_ms):
+    """At the start of rank r's pass: its rejections take effect at the pass end, in order."""
+    i = ranks.rej_head[r]
+    if i < 0:
+        return
+    # the list is newest first: reverse it so replacements spawn in rejection order
+    prev = -1
+    while i >= 0:
+        nxt = req.rej_next[i]
+        req.rej_next[i] = prev
+        prev = i
+        i = nxt
+    i = prev
+    while i >= 0:
+        req.terminal_ms[i] = end_ms
+        spawn_next(p, req, stats, end_ms)
+        nxt = req.rej_next[i]
+        req.rej_next[i] = -1
+        i = nxt
+    ranks.rej_head[r] = -1
 
 
 @helper
@@ -277,7 +303,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
                 too_big = ceil_div(prompt, bs) > nb
         if too_big:
             pop_waiting(req, ranks, r)
-            reject(p, req, stats, q, t_ms)
+            reject(p, req, ranks, stats, r, q, t_ms)
             flags |= SCHED_PROGRESS
             continue
         trt = p.backend == Backend.TRTLLM
@@ -687,7 +713,9 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                 first_token[q] = t_ms
             else:
                 gap = t_ms - last_token[q]
-                if gap_run[1] > 0.0 and gap == gap_run[0]:
+                if req.no_stats[q]:
+                    pass
+                elif gap_run[1] > 0.0 and gap == gap_run[0]:
                     gap_run[1] += 1.0
                 else:
                     record_gap(stats, gap, 1)
@@ -695,7 +723,8 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                     second_token[q] = t_ms
             if mtp_on(mtp):
                 if burst > 1:
-                    gap_run[2] += burst - 1  # a burst's tokens share one timestamp: ITL 0
+                    if not req.no_stats[q]:
+                        gap_run[2] += burst - 1  # a burst's tokens share one timestamp: ITL 0
                     if g == 0:
                         second_token[q] = t_ms
             last_token[q] = t_ms
@@ -705,7 +734,7 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                 req.finishing[q] = True
                 any_done = True
                 continue
-            if g >= 2 and may_turn_lazy:
+            if g >= 2 and may_turn_lazy and not req.no_stats[q]:  # lazy gaps are all counted
                 lazy.make_lazy(p, req, ranks, blocks, r, q, x)
                 stats.counters[CNT_LAZY] += 1
                 continue
