@@ -499,28 +499,7 @@ def _attention_nest(tables: Tables, family: str, backend: str, fmha_dtype: str,
                                                   float(s), par)
                 lat = lat if lat >= sol else sol   # load-time SOL clamp
             leaves[key] = lat
-    keys = sorted(leaves)
-    v0, o0, v1, o1, v2, lat = [], [0], [], [0], [], []
-    for key in keys:
-        if not v0 or v0[-1] != key[0]:
-            if v0:
-                o0.append(len(v1))
-            v0.append(key[0])
-            new1 = True
-        else:
-            new1 = v1[-1] != key[1]
-        if new1:
-            if v1:
-                o1.append(len(v2))
-            v1.append(key[1])
-        v2.append(key[2])
-        lat.append(leaves[key])
-    o0.append(len(v1))
-    o1.append(len(v2))
-    return {"v0": np.asarray(v0, np.float64), "o0": np.asarray(o0, np.int64),
-            "v1": np.asarray(v1, np.float64), "o1": np.asarray(o1, np.int64),
-            "v2": np.asarray(v2, np.float64), "lat": np.asarray(lat, np.float64),
-            "en": np.asarray([energy[key] for key in keys], np.float64)}
+    return csr_nest(leaves, energy)
 
 
 def _power(c: dict[str, np.ndarray], idx: np.ndarray) -> list[float]:
@@ -552,3 +531,33 @@ def _allreduce_curve(tables: Tables, tp: int) -> tuple[np.ndarray, np.ndarray]:
     xs = sorted(first)
     return (np.asarray(xs, np.float64), np.asarray([first[x][0] for x in xs], np.float64),
             np.asarray([first[x][1] for x in xs], np.float64))
+
+
+def csr_nest(leaves: dict[tuple, float], energy: dict[tuple, float] | None = None
+             ) -> dict[str, np.ndarray]:
+    """Three-level (axis0, axis1, axis2) -> latency leaves as the CSR arrays the attention
+    kernels walk (values and offsets per level); `energy` adds the matching "en" column."""
+    keys = sorted(leaves)
+    v0, o0, v1, o1, v2, lat = [], [0], [], [0], [], []
+    for key in keys:
+        if not v0 or v0[-1] != key[0]:
+            if v0:
+                o0.append(len(v1))
+            v0.append(key[0])
+            new1 = True
+        else:
+            new1 = v1[-1] != key[1]
+        if new1:
+            if v1:
+                o1.append(len(v2))
+            v1.append(key[1])
+        v2.append(key[2])
+        lat.append(leaves[key])
+    o0.append(len(v1))
+    o1.append(len(v2))
+    nest = {"v0": np.asarray(v0, np.float64), "o0": np.asarray(o0, np.int64),
+            "v1": np.asarray(v1, np.float64), "o1": np.asarray(o1, np.int64),
+            "v2": np.asarray(v2, np.float64), "lat": np.asarray(lat, np.float64)}
+    if energy is not None:
+        nest["en"] = np.asarray([energy[key] for key in keys], np.float64)
+    return nest

@@ -35,6 +35,7 @@ from aisim.timing.plan import (
     _empty_nest,
     _GemmSites,
     _power,
+    csr_nest,
     no_moe_arrays,
 )
 from aisim.timing.tables import Tables, ordered_rows
@@ -444,31 +445,8 @@ def _dsa_nest(tables: Tables, family: str, key: dict, heads: int,
     for k0, k1, k2, lat in zip(a0.tolist(), a1.tolist(), a2.tolist(),
                                c["latency"][idx].tolist(), strict=True):
         leaves.setdefault((k0, k1, k2), lat)   # first row wins
-    return _csr(leaves)
+    return csr_nest(leaves)
 
-
-def _csr(leaves: dict[tuple[int, int, int], float]) -> dict[str, np.ndarray]:
-    keys = sorted(leaves)
-    v0, o0, v1, o1, v2, lat = [], [0], [], [0], [], []
-    for key in keys:
-        if not v0 or v0[-1] != key[0]:
-            if v0:
-                o0.append(len(v1))
-            v0.append(key[0])
-            new1 = True
-        else:
-            new1 = v1[-1] != key[1]
-        if new1:
-            if v1:
-                o1.append(len(v2))
-            v1.append(key[1])
-        v2.append(key[2])
-        lat.append(leaves[key])
-    o0.append(len(v1))
-    o1.append(len(v2))
-    return {"v0": np.asarray(v0, np.float64), "o0": np.asarray(o0, np.int64),
-            "v1": np.asarray(v1, np.float64), "o1": np.asarray(o1, np.int64),
-            "v2": np.asarray(v2, np.float64), "lat": np.asarray(lat, np.float64)}
 
 
 # -------------------------------------------------------------------------- MoE and NCCL
