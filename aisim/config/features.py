@@ -23,7 +23,6 @@ NOT_YET_AVAILABLE = frozenset(
         "mtp",  # engine.nextn > 0
         "speculation",
         "tokenization",
-        "disaggregated",
         "afd",
         "sglang",
         "fpm_estimation",  # estimation modes other than auto / op_level
