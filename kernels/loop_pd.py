@@ -67,6 +67,19 @@ def _fifo_pop(link, heads, tails, k):
 
 
 @helper
+def _activated_outstanding(p, req, ranks, blocks, r):
+    """TRT-LLM: blocks activated-but-not-yet-running destinations still need to complete."""
+    total = 0
+    q = ranks.wait_head[r]
+    while q >= 0:
+        if req.num_admissions[q] == 0:
+            full = sched.ceil_div(req.prompt_len[q] + req.output_len[q], p.block_size)
+            total += full - blocks.slot_nblk[req.slot[q]]
+        q = req.wait_next[q]
+    return total
+
+
+@helper
 def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     """One retry on decode rank r: reserve KV for the head pending destination if it fits.
 
@@ -84,7 +97,7 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     if p.backend == Backend.TRTLLM:
         full = sched.ceil_div(prompt + req.output_len[q], bs)
         avail = (kv.num_free(ranks, r) - sched.trt_outstanding(p, req, blocks, ranks, r)
-                 - pd.trt_need[r])
+                 - pd.trt_need[r] - _activated_outstanding(p, req, ranks, blocks, r))
         if full > avail:
             return
     else:
@@ -100,12 +113,9 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     req.slot[q] = slot
     kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits)
     kv.grow_slot(ranks, blocks, r, slot, prompt_blocks, p.num_blocks)
-    if p.prefix_caching:
-        kv.register_full_blocks(req, blocks, pfx_hash, q, r, slot, prompt, bs)
     if p.backend == Backend.TRTLLM:
         pd.trt_need[r] += sched.ceil_div(prompt + req.output_len[q], bs) - prompt_blocks
-    req.reused_first[q] = hits * bs
-    req.reused_max[q] = hits * bs
+    # observed: a destination-side hit shortens the transfer but is not reported as reuse
     pd.reserved_ms[q] = t_ms
     pd.xfer_tokens[q] = (prompt_blocks - hits) * bs
     _enqueue(pd, PDAction.START_TRANSFER, q)
@@ -115,6 +125,11 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
 def _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms):
     r = req.rank[q]
     pd.activated_ms[q] = t_ms
+    if p.prefix_caching:
+        # the transferred blocks become hittable once the request is activated (observed:
+        # destinations reserved at the same instant do not hit each other's prompt blocks)
+        kv.register_full_blocks(req, blocks, pfx_hash, q, r, req.slot[q], req.prompt_len[q],
+                                p.block_size)
     req.status[q] = ReqStatus.WAITING
     sched.push_waiting_back(req, ranks, r, q)
     if p.backend == Backend.TRTLLM:
@@ -150,7 +165,7 @@ def _finish_prefill(pd, p, req, ranks, blocks, workers, stats, w, t_ms):
         ranks.held_len[r] = 0
 
 
-@kernel
+@helper
 def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, w, t_ms):
     """Decode pass end: tokens and retirements, a reservation retry per rank, then the
     activations deferred while the pass ran (each applied one retries again)."""
@@ -182,9 +197,8 @@ def _start_worker(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, me
 @kernel
 def _execute_actions(pd, tp, pp, req_p, ranks_p, blocks_p, workers_p, pd_hash,
                      dp, req_d, ranks_d, blocks_d, workers_d, dd_hash, t_ms):
-    """Run the queued handoff actions FIFO (actions may queue more). Returns True if any ran."""
+    """Run the queued handoff actions FIFO (actions may queue more)."""
     cap = pd.act_kind.shape[0]
-    ran = False
     n_prefill_ranks = pp.num_workers * pp.dp_size
     n_decode_ranks = dp.num_workers * dp.dp_size
     while pd.scalars[PD_Q_HEAD] < pd.scalars[PD_Q_TAIL]:
@@ -192,7 +206,6 @@ def _execute_actions(pd, tp, pp, req_p, ranks_p, blocks_p, workers_p, pd_hash,
         kind = pd.act_kind[h % cap]
         q = pd.act_req[h % cap]
         pd.scalars[PD_Q_HEAD] = h + 1
-        ran = True
         if kind == PDAction.SUBMIT:
             r = pd.scalars[PD_RR_PREFILL] % n_prefill_ranks
             pd.scalars[PD_RR_PREFILL] += 1
@@ -228,7 +241,6 @@ def _execute_actions(pd, tp, pp, req_p, ranks_p, blocks_p, workers_p, pd_hash,
                 _fifo_push(pd.plink, pd.drel_head, pd.drel_tail, w, q)
             else:
                 _apply_release(pd, pp, req_p, ranks_p, blocks_p, q, t_ms)
-    return ran
 
 
 @kernel
@@ -313,8 +325,10 @@ def run_disaggregated(pd, tp, stats, log,
                 _enqueue(pd, PDAction.SUBMIT, routed)
                 routed += 1
                 changed = True
-            if _execute_actions(pd, tp, pp, req_p, ranks_p, blocks_p, workers_p, pd_hash,
-                                dp, req_d, ranks_d, blocks_d, workers_d, dd_hash, t):
+            # a call passes ~180 array descriptors: only make it when something is queued
+            if pd.scalars[PD_Q_HEAD] < pd.scalars[PD_Q_TAIL]:
+                _execute_actions(pd, tp, pp, req_p, ranks_p, blocks_p, workers_p, pd_hash,
+                                 dp, req_d, ranks_d, blocks_d, workers_d, dd_hash, t)
                 changed = True
             if not changed:
                 break
