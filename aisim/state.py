@@ -62,6 +62,11 @@ REQUEST_FIELDS = (
     Field("finishing", np.bool_, "N", False, "flag", "completes at the in-flight pass end"),
     Field("activated", np.bool_, "N", False, "flag",
           "admitted with its whole prompt cached (TRT-LLM): a decode-set member this pass"),
+    Field("drafting", np.bool_, "N", False, "flag",
+          "MTP: its next decode step verifies drafts (cleared by preemption: a recompute "
+          "completes with one token)"),
+    Field("draft_slots", np.int8, "N", 0, "tokens",
+          "MTP: verification slots granted in the in-flight pass (1 + drafts walked); 0 = none"),
 )
 
 RANK_FIELDS = (
@@ -182,6 +187,8 @@ class RequestState(NamedTuple):
     ev_next: np.ndarray
     finishing: np.ndarray
     activated: np.ndarray
+    drafting: np.ndarray
+    draft_slots: np.ndarray
 
 
 class RankState(NamedTuple):
@@ -326,6 +333,50 @@ def allocate_pd(n_requests: int, decode_ranks: int, decode_workers: int,
     dims = {"N": n_requests, "RD": decode_ranks, "WD": decode_workers, "WP": prefill_workers,
             "Q": 5 * n_requests + 16}
     return _alloc(PDState, PD_FIELDS, dims)
+
+
+class MtpState(NamedTuple):
+    """Native MTP of one run (behaviour.md 8): acceptance walk and per-rank random streams.
+
+    Its type switches MTP on in the compiled loop (kernels/mtp.py); `NoMtp` switches it off.
+    """
+
+    thresholds: np.ndarray  # uint64[nextn] Bernoulli threshold floor(rate x 2^64) per draft
+    always: np.ndarray  # bool[nextn] rate == 1: accepted without consuming a draw
+    rng: np.ndarray  # uint32[R, rng.STATE_WORDS] ChaCha12 stream of each scheduler rank
+
+
+class NoMtp(MtpState):
+    """The `mtp` argument of a run without MTP (empty arrays; a distinct compiled type)."""
+
+
+def allocate_mtp(nextn: int, accepted: float | None, n_ranks: int) -> MtpState:
+    """MTP state for nextn > 0 (streams seeded 42 + rank, rank = worker x D + dp_rank), else
+    the NoMtp placeholder."""
+    from aisim.kernels import rng
+
+    if nextn <= 0:
+        return NoMtp(np.zeros(0, np.uint64), np.zeros(0, np.bool_),
+                     np.zeros((0, rng.STATE_WORDS), np.uint32))
+    rates = acceptance_rates(nextn, float(accepted or 0.0))
+    thresholds = np.zeros(nextn, np.uint64)
+    always = np.zeros(nextn, np.bool_)
+    for i, rate in enumerate(rates):
+        thresholds[i], always[i] = rng.bernoulli_threshold(rate)
+    streams = np.zeros((n_ranks, rng.STATE_WORDS), np.uint32)
+    for r in range(n_ranks):
+        rng.seed_from_u64(streams[r], np.uint64(42 + r))
+    return MtpState(thresholds, always, streams)
+
+
+def acceptance_rates(nextn: int, accepted: float) -> list[float]:
+    """Conditional acceptance rate of each draft position: floor(x) ones, the fraction, zeros
+    (1.5 with nextn 2 -> [1, 0.5]; 1.7 with nextn 3 -> [1, 0.7, 0])."""
+    whole = int(accepted)
+    rates = [1.0] * whole
+    if whole < nextn:
+        rates.append(accepted - whole)
+    return (rates + [0.0] * nextn)[:nextn]
 
 
 def _alloc(cls: type, fields: tuple[Field, ...], dims: dict[str, int]):

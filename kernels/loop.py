@@ -5,7 +5,8 @@ At each distinct event time T: finish the passes ending at T (in pass-start orde
 requests created at or before T (closed-loop replacements first, they have lower indices), then
 start a pass on every idle worker that has work. A worker's `attention_data` ranks run in
 lock-step: each rank schedules and prices its own batch and the group pass lasts as long as the
-slowest participating rank.
+slowest participating rank. `mtp` (MtpState or NoMtp) selects native MTP decoding at compile
+time (kernels/mtp_step.py).
 """
 
 import numpy as np
@@ -33,7 +34,7 @@ def _worker_has_work(p, ranks, w):
 
 
 @helper
-def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, w, t_ms):
+def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, w, t_ms):
     """Schedule every rank of worker w with work; returns flags (0 when nothing ran)."""
     dur_max = np.int64(0)
     flags = 0
@@ -47,7 +48,7 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
         ranks.in_pass[r] = True
         ran = True
         dur, f = sched.schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r,
-                                     t_ms, step)
+                                     t_ms, step, mtp)
         flags |= f
         if p.check_invariants:
             used = ranks.lazy_count[r]
@@ -72,12 +73,12 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
 
 
 @helper
-def _finish_pass(p, req, ranks, blocks, workers, stats, w, t_ms):
+def _finish_pass(p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
     empty = True
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         if ranks.in_pass[r]:
-            sched.emit_rank(p, req, ranks, blocks, stats, r, t_ms)
+            sched.emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp)
             ranks.in_pass[r] = False
             if p.check_invariants:
                 bad = invariants.check_rank(p, req, ranks, blocks, r, 0)
@@ -93,7 +94,7 @@ def _finish_pass(p, req, ranks, blocks, workers, stats, w, t_ms):
 
 
 @kernel
-def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo):
+def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp):
     """Advance the whole simulation. Returns (RunResult code, detail index)."""
     n_req = req.prompt_len.shape[0]
     n_workers = p.num_workers
@@ -134,7 +135,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
                         best = w
             if best < 0:
                 break
-            _finish_pass(p, req, ranks, blocks, workers, stats, np.int64(best), t)
+            _finish_pass(p, req, ranks, blocks, workers, stats, mtp, np.int64(best), t)
             if stats.counters[CNT_BROKEN] != 0:
                 return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
         # --- route every request that exists by now (round robin over workers, then ranks)
@@ -155,7 +156,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
             if not _worker_has_work(p, ranks, w):
                 continue
             flags = _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo,
-                                w, t)
+                                mtp, w, t)
             if stats.counters[CNT_BROKEN] != 0:
                 return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
             if flags & sched.SCHED_TRT_PREEMPT:

@@ -96,13 +96,18 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     hits = 0
     if p.backend == Backend.TRTLLM:
         full = sched.ceil_div(prompt + req.output_len[q], bs)
-        avail = (kv.num_free(ranks, r) - sched.trt_outstanding(p, req, blocks, ranks, r)
-                 - pd.trt_need[r] - _activated_outstanding(p, req, ranks, blocks, r))
+        avail = (
+            kv.num_free(ranks, r)
+            - sched.trt_outstanding(p, req, blocks, ranks, r)
+            - pd.trt_need[r]
+            - _activated_outstanding(p, req, ranks, blocks, r)
+        )
         if full > avail:
             return
     else:
-        hits, active = kv.probe_prefix(req, blocks, pfx_hash, q, r, prompt, bs,
-                                       p.prefix_caching, False)
+        hits, active = kv.probe_prefix(
+            req, blocks, pfx_hash, q, r, prompt, bs, p.prefix_caching, False
+        )
         if prompt_blocks - active > kv.num_free(ranks, r):
             return
     _fifo_pop(pd.dlink, pd.pend_head, pd.pend_tail, r)
@@ -128,14 +133,16 @@ def _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms):
     if p.prefix_caching:
         # the transferred blocks become hittable once the request is activated (observed:
         # destinations reserved at the same instant do not hit each other's prompt blocks)
-        kv.register_full_blocks(req, blocks, pfx_hash, q, r, req.slot[q], req.prompt_len[q],
-                                p.block_size)
+        kv.register_full_blocks(
+            req, blocks, pfx_hash, q, r, req.slot[q], req.prompt_len[q], p.block_size
+        )
     req.status[q] = ReqStatus.WAITING
     sched.push_waiting_back(req, ranks, r, q)
     if p.backend == Backend.TRTLLM:
         # from now on its remaining need is counted through the running list once admitted
-        pd.trt_need[r] -= (sched.ceil_div(req.prompt_len[q] + req.output_len[q], p.block_size)
-                           - sched.ceil_div(req.prompt_len[q], p.block_size))
+        pd.trt_need[r] -= sched.ceil_div(
+            req.prompt_len[q] + req.output_len[q], p.block_size
+        ) - sched.ceil_div(req.prompt_len[q], p.block_size)
     _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
     # the source is released once the destination holds the request (observed: a release
     # never precedes its activation, even on an idle prefill worker)
@@ -149,12 +156,12 @@ def _apply_release(pd, p, req, ranks, blocks, q, t_ms):
 
 
 @kernel
-def _finish_prefill(pd, p, req, ranks, blocks, workers, stats, w, t_ms):
+def _finish_prefill(pd, p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
     """Prefill pass end: deferred releases, then the completed prompts become source held."""
     while pd.drel_head[w] >= 0:
         q = _fifo_pop(pd.plink, pd.drel_head, pd.drel_tail, w)
         _apply_release(pd, p, req, ranks, blocks, q, t_ms)
-    loop._finish_pass(p, req, ranks, blocks, workers, stats, w, t_ms)
+    loop._finish_pass(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         for k in range(ranks.held_len[r]):
@@ -166,10 +173,10 @@ def _finish_prefill(pd, p, req, ranks, blocks, workers, stats, w, t_ms):
 
 
 @helper
-def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, w, t_ms):
+def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
     """Decode pass end: tokens and retirements, a reservation retry per rank, then the
     activations deferred while the pass ran (each applied one retries again)."""
-    loop._finish_pass(p, req, ranks, blocks, workers, stats, w, t_ms)
+    loop._finish_pass(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
     for d in range(p.dp_size):
         _try_reserve(pd, p, req, ranks, blocks, pfx_hash, w * p.dp_size + d, t_ms)
     while pd.dact_head[w] >= 0:
@@ -178,12 +185,13 @@ def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, w, t_ms)
 
 
 @helper
-def _start_worker(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, w, t_ms):
+def _start_worker(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, w, t_ms):
     """Start a pass on an idle worker with work. Returns loop flags; a pass that could do
     nothing (every waiting prompt blocked on held KV) is taken back: the worker stays idle
     until a release or completion changes its capacity."""
-    flags = loop._start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo,
-                             w, t_ms)
+    flags = loop._start_pass(
+        p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, w, t_ms
+    )
     if flags & (1 << 8):
         workers.busy[w] = False
         workers.num_passes[w] -= 1
@@ -195,8 +203,23 @@ def _start_worker(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, me
 
 
 @kernel
-def _execute_actions(pd, tp, pp, req_p, ranks_p, blocks_p, workers_p, pd_hash,
-                     dp, req_d, ranks_d, blocks_d, workers_d, dd_hash, t_ms):
+def _execute_actions(
+    pd,
+    tp,
+    pp,
+    req_p,
+    ranks_p,
+    blocks_p,
+    workers_p,
+    pd_hash,
+    dp,
+    req_d,
+    ranks_d,
+    blocks_d,
+    workers_d,
+    dd_hash,
+    t_ms,
+):
     """Run the queued handoff actions FIFO (actions may queue more)."""
     cap = pd.act_kind.shape[0]
     n_prefill_ranks = pp.num_workers * pp.dp_size
@@ -244,13 +267,34 @@ def _execute_actions(pd, tp, pp, req_p, ranks_p, blocks_p, workers_p, pd_hash,
 
 
 @kernel
-def run_disaggregated(pd, tp, stats, log,
-                      pp, req_p, ranks_p, blocks_p, workers_p, pd_hash, plan_p, memo_p,
-                      dp, req_d, ranks_d, blocks_d, workers_d, dd_hash, plan_d, memo_d):
+def run_disaggregated(
+    pd,
+    tp,
+    stats,
+    log,
+    mtp,
+    pp,
+    req_p,
+    ranks_p,
+    blocks_p,
+    workers_p,
+    pd_hash,
+    plan_p,
+    memo_p,
+    dp,
+    req_d,
+    ranks_d,
+    blocks_d,
+    workers_d,
+    dd_hash,
+    plan_d,
+    memo_d,
+):
     """Advance the whole P/D simulation. Returns (RunResult code, detail).
 
     req_p and req_d share prompt_len and arrival_ms; req_p's output length is 1 (the prefill
-    side's internal token), req_d's the real one. stats (gaps, counters) is shared.
+    side's internal token), req_d's the real one. stats (gaps, counters) is shared. `mtp` is
+    the NoMtp placeholder (MTP in P/D is not available yet).
     """
     n_req = req_d.prompt_len.shape[0]
     if pp.load_kind == LoadKind.CONCURRENCY:
@@ -303,11 +347,23 @@ def run_disaggregated(pd, tp, stats, log,
                     break
                 changed = True
                 if best < n_wp:
-                    _finish_prefill(pd, pp, req_p, ranks_p, blocks_p, workers_p, stats,
-                                    np.int64(best), t)
+                    _finish_prefill(
+                        pd, pp, req_p, ranks_p, blocks_p, workers_p, stats, mtp, np.int64(best), t
+                    )
                 else:
-                    _finish_decode(pd, dp, req_d, ranks_d, blocks_d, workers_d, stats, dd_hash,
-                                   np.int64(best - n_wp), t)
+                    _finish_decode(
+                        pd,
+                        dp,
+                        req_d,
+                        ranks_d,
+                        blocks_d,
+                        workers_d,
+                        stats,
+                        dd_hash,
+                        mtp,
+                        np.int64(best - n_wp),
+                        t,
+                    )
             # --- transfer completions at t, in start order
             n = pd.scalars[PD_XFERS]
             kept = 0
@@ -327,8 +383,23 @@ def run_disaggregated(pd, tp, stats, log,
                 changed = True
             # a call passes ~180 array descriptors: only make it when something is queued
             if pd.scalars[PD_Q_HEAD] < pd.scalars[PD_Q_TAIL]:
-                _execute_actions(pd, tp, pp, req_p, ranks_p, blocks_p, workers_p, pd_hash,
-                                 dp, req_d, ranks_d, blocks_d, workers_d, dd_hash, t)
+                _execute_actions(
+                    pd,
+                    tp,
+                    pp,
+                    req_p,
+                    ranks_p,
+                    blocks_p,
+                    workers_p,
+                    pd_hash,
+                    dp,
+                    req_d,
+                    ranks_d,
+                    blocks_d,
+                    workers_d,
+                    dd_hash,
+                    t,
+                )
                 changed = True
             if not changed:
                 break
@@ -336,8 +407,21 @@ def run_disaggregated(pd, tp, stats, log,
         for w in range(n_wp):
             if workers_p.busy[w] or not loop._worker_has_work(pp, ranks_p, w):
                 continue
-            flags = _start_worker(pp, req_p, ranks_p, blocks_p, workers_p, stats, log, pd_hash,
-                                  plan_p, memo_p, w, t)
+            flags = _start_worker(
+                pp,
+                req_p,
+                ranks_p,
+                blocks_p,
+                workers_p,
+                stats,
+                log,
+                pd_hash,
+                plan_p,
+                memo_p,
+                mtp,
+                w,
+                t,
+            )
             if flags & sched.SCHED_TRT_PREEMPT:
                 return RunResult.TRT_PREEMPTION, w
             if flags & sched.SCHED_LOG_FULL:
@@ -345,8 +429,21 @@ def run_disaggregated(pd, tp, stats, log,
         for w in range(n_wd):
             if workers_d.busy[w] or not loop._worker_has_work(dp, ranks_d, w):
                 continue
-            flags = _start_worker(dp, req_d, ranks_d, blocks_d, workers_d, stats, log, dd_hash,
-                                  plan_d, memo_d, w, t)
+            flags = _start_worker(
+                dp,
+                req_d,
+                ranks_d,
+                blocks_d,
+                workers_d,
+                stats,
+                log,
+                dd_hash,
+                plan_d,
+                memo_d,
+                mtp,
+                w,
+                t,
+            )
             if flags & sched.SCHED_TRT_PREEMPT:
                 return RunResult.TRT_PREEMPTION, n_wp + w
             if flags & sched.SCHED_LOG_FULL:

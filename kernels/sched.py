@@ -15,7 +15,7 @@ requests.
 import numpy as np
 
 from aisim.kernels import kv_blocks as kv
-from aisim.kernels import lazy, optime_energy, optime_pass
+from aisim.kernels import lazy, mtp_step, optime_energy, optime_pass
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_ADMISSIONS,
@@ -31,6 +31,7 @@ from aisim.kernels.codes import (
     Role,
     TimingKind,
 )
+from aisim.kernels.mtp_step import mtp_on
 from aisim.kernels.tokstats import record_gap
 
 # schedule_rank status flags
@@ -124,6 +125,8 @@ def preempt_last(p, req, ranks, blocks, stats, pfx_hash, r):
     free_request_kv(p, req, ranks, blocks, r, v)
     req.num_computed[v] = 0
     req.sched_tokens[v] = 0
+    req.drafting[v] = False
+    req.draft_slots[v] = 0
     req.status[v] = ReqStatus.WAITING
     push_waiting_front(req, ranks, r, v)
     stats.counters[CNT_PREEMPTIONS] += 1
@@ -150,7 +153,7 @@ def trt_outstanding(p, req, blocks, ranks, r):
 
 
 @helper
-def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x):
+def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x, mtp):
     """Running requests in list order. Returns (budget left, flags, preempted).
 
     Active requests are scheduled one by one; lazy ones (all scheduled in full, guaranteed by
@@ -192,6 +195,13 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
             i += 1
             continue
         n = min(prompt + num_generated[q] - c, budget)
+        charge = n
+        if mtp_on(mtp):
+            if req.drafting[q]:
+                # a drafting decoder is charged 1 + nextn verification slots (fewer if the
+                # budget runs out) for its one known token
+                charge = min(1 + p.nextn, budget)
+                req.draft_slots[q] = charge
         slot = slots[q]
         # divisions are slow and a decode crosses a block boundary once per block_size steps
         if c + n > slot_nblk[slot] * bs:
@@ -218,7 +228,7 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
             kv.register_full_blocks(req, blocks, pfx_hash, q, r, slot, c + n, bs)
         if c < prompt:
             committed += n
-        budget -= n
+        budget -= charge
         flags |= SCHED_PROGRESS
         i += 1
     while d < n_due:
@@ -245,7 +255,7 @@ def run_due_event(p, req, ranks, blocks, pfx_hash, r, x, q):
 
 
 @helper
-def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, defer):
+def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, defer, mtp):
     """FCFS admission with head-of-line blocking. Returns (budget left, flags)."""
     bs = p.block_size
     nb = p.num_blocks
@@ -275,6 +285,9 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         trt = p.backend == Backend.TRTLLM
         hits, active = kv.probe_prefix(req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching,
                                        trt)
+        if mtp_on(mtp):
+            if not trt and hits > 0:
+                hits, active = mtp_step.drop_last_hit(req, blocks, pfx_hash, q, r, hits, active)
         if p.backend == Backend.TRTLLM:
             need = ceil_div(prompt + req.output_len[q], bs) - active
             if outstanding < 0:
@@ -465,8 +478,10 @@ def pass_time(p, plan, memo, bs_p, isl, pfx, bs_d, ctx, sum_new, sum_ctx):
 
 
 @helper
-def price_rank(p, req, ranks, r, x, plan, memo):
-    """Duration (ns) of the rank's scheduled work: prefill set + decode set, rounded per phase."""
+def batch_shape(req, ranks, r, x):
+    """Sums describing the rank's scheduled work: (prefill requests, sum of their prompt
+    positions after the pass, sum of their positions before it, decode-set size, sum of the
+    decode set's L)."""
     act_list = ranks.act_list
     sched_tokens = req.sched_tokens
     computed_before = req.computed_before
@@ -497,6 +512,13 @@ def price_rank(p, req, ranks, r, x, plan, memo):
         if g > 0 and b == prompt + g:
             bs_d += 1
             sum_ctx += prompt + g
+    return bs_p, sum_isl, sum_pfx, bs_d, sum_ctx
+
+
+@helper
+def price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx):
+    """Duration (ns) of a batch: prefill set + decode set at their floored means, each phase
+    rounded to whole nanoseconds."""
     # P/D: a prefill worker charges no decode time, a decode worker no prefill time (4.5)
     if p.role == Role.PREFILL:
         bs_d = 0
@@ -516,7 +538,33 @@ def price_rank(p, req, ranks, r, x, plan, memo):
 
 
 @helper
-def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_ms, step):
+def price_rank(p, req, ranks, r, x, plan, memo):
+    """Duration (ns) of the rank's scheduled work: prefill set + decode set, rounded per phase."""
+    bs_p, sum_isl, sum_pfx, bs_d, sum_ctx = batch_shape(req, ranks, r, x)
+    return price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx)
+
+
+@helper
+def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, r, x, plan, memo, flags):
+    """MTP: fix the prefill part, reserve the bursts' KV (preempting the last running request
+    until it fits; a victim's prefill stays priced and is lost), price the surviving decode set.
+    Returns (duration_ns, flags)."""
+    bs_p, sum_isl, sum_pfx, _, _ = batch_shape(req, ranks, r, x)
+    while True:
+        victim = mtp_step.reserve_bursts(p, req, ranks, blocks, r, p.nextn)
+        if victim < 0:
+            break
+        if p.backend == Backend.TRTLLM:
+            flags |= SCHED_TRT_PREEMPT
+            break
+        preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
+        flags |= SCHED_PROGRESS
+    _, _, _, bs_d, sum_ctx = batch_shape(req, ranks, r, x)
+    return price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx), flags
+
+
+@helper
+def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_ms, step, mtp):
     """Run one pass's scheduling on rank r at t_ms. Returns (duration_ns, flags)."""
     x = ranks.pass_idx[r] + 1
     ranks.pass_idx[r] = x
@@ -531,21 +579,25 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_
             lazy.flush(req, ranks, r, x)
             ranks.cooldown[r] = lazy.COOLDOWN_PASSES
     budget, flags, preempted = schedule_running(
-        p, req, ranks, blocks, stats, pfx_hash, r, p.max_tokens, defer, x)
+        p, req, ranks, blocks, stats, pfx_hash, r, p.max_tokens, defer, x, mtp)
     if not preempted and not (flags & SCHED_TRT_PREEMPT):
         budget, aflags = admit_waiting(
-            p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, defer)
+            p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, defer, mtp)
         flags |= aflags
     if not defer and not preempted:
         ranks.capacity_bound[r] = ranks.wait_len[r] > 0
     ranks.deferred[r] = defer
     ranks.preempted[r] = preempted
+    if mtp_on(mtp):
+        return reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, r, x, plan, memo,
+                                     flags)
     return price_rank(p, req, ranks, r, x, plan, memo), flags
 
 
 @helper
-def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
-    """Pass end on rank r: every request whose known sequence is computed emits one token.
+def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
+    """Pass end on rank r: every request whose known sequence is computed emits one token (MTP:
+    a drafting decoder emits its burst, every token stamped now).
 
     Completions are retired in running order (closed-loop replacements and KV release order
     depend on it); steady decoders with two or more tokens turn lazy.
@@ -571,7 +623,7 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
             lazy.materialize(req, ranks, r, q, x - req.lazy_base[q], t_ms)
             any_done = True
     ranks.due_len[r] = 0
-    may_turn_lazy = p.lazy_decode and ranks.cooldown[r] == 0
+    may_turn_lazy = not mtp_on(mtp) and p.lazy_decode and ranks.cooldown[r] == 0
     kept = 0
     n_act = ranks.act_len[r]
     for k in range(n_act):
@@ -583,6 +635,15 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
             req.activated[q] = False
             n = 1
         if n > 0 and num_computed[q] == prompt_len[q] + g:
+            burst = 1
+            if mtp_on(mtp):
+                s = req.draft_slots[q]
+                if s > 0:
+                    req.draft_slots[q] = 0
+                    burst = min(mtp_step.burst_tokens(mtp, r, s), output_len[q] - g)
+                    # computed stays one short of the known length between passes
+                    num_computed[q] += burst - 1
+                req.drafting[q] = True
             if g == 0:
                 first_token[q] = t_ms
             else:
@@ -593,8 +654,11 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms):
                     record_gap(stats, gap, 1)
                 if g == 1:
                     second_token[q] = t_ms
+            if mtp_on(mtp):
+                if burst > 1:
+                    record_gap(stats, 0.0, burst - 1)  # a burst's tokens share one timestamp
             last_token[q] = t_ms
-            g += 1
+            g += burst
             num_generated[q] = g
             if g >= output_len[q]:
                 req.finishing[q] = True

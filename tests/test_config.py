@@ -280,7 +280,7 @@ def test_seed_specifics(tmp_path: Path) -> None:
         ("dense-vllm", []),
         ("dense-trtllm", []),
         ("mla-dp8", []),  # valid config; DeepSeek op plans stop later (aisim.timing.provider)
-        ("mtp-vllm", ["engine.nextn"]),
+        ("mtp-vllm", []),
         ("pd-vllm", []),
         ("vllm-c256-fixed", []),
     ],
@@ -450,13 +450,12 @@ def test_unsupported_feature_lines() -> None:
     cfg = cfg_with(
         "engine.workers.aggregated.timing={}",
         "engine.workers.aggregated.kv_cache.capacity={type: default}",
-        "engine.nextn=1",
-        "engine.nextn_accepted=0.7",
         "engine.tokenization={workers: 2}",
+        "engine.speculation={kind: ngram, num_speculative_tokens: 1, acceptance_rates: [0.5]}",
     )
     lines = unsupported_features(cfg)
     assert [line.split(":")[0] for line in lines] == [
-        "engine.nextn",
+        "engine.speculation",
         "engine.tokenization",
     ]
     session = cfg_with(

@@ -84,6 +84,7 @@ CASES: list[tuple[str, list[str], str, str]] = [
     ("nextn-needs-accepted", ["engine.nextn=2"], "engine.nextn_accepted", "is required when nextn > 0"),
     ("accepted-needs-nextn", ["engine.nextn_accepted=0.5"], "engine.nextn_accepted", "needs nextn > 0"),
     ("accepted-above-nextn", ["engine.nextn=2", "engine.nextn_accepted=2.5", f"{W}.timing={{}}"], "engine.nextn_accepted", "within [0, nextn] = [0, 2]"),
+    ("mtp-needs-fixed-capacity", ["engine.nextn=2", "engine.nextn_accepted=1.5", f"{W}.timing={{}}", f"{W}.kv_cache.capacity={{type: default}}"], f"{W}.kv_cache.capacity", "must be an explicit fixed KV capacity when engine.nextn > 0"),  # aisim only: AISimulate sizes the pool without the draft layers
     ("mtp-needs-default-timing", ["engine.nextn=2", "engine.nextn_accepted=1.5"], "engine.nextn", "needs default timing in every worker role"),
     ("estimator-policy-fixed-timing", ["engine.estimation_mode=op_level"], "engine.estimation_mode", "needs default timing"),
     ("shared-layer-fixed-timing", ["engine.enable_shared_layer=false"], "engine.enable_shared_layer", "needs default timing"),

@@ -20,7 +20,6 @@ from aisim.config.schema import (
 
 NOT_YET_AVAILABLE = frozenset(
     {
-        "mtp",  # engine.nextn > 0
         "speculation",
         "tokenization",
         "afd",

@@ -442,6 +442,16 @@ def _engine(v: dict[str, Any], raw: Mapping[str, Any], path: str, ctx: Ctx) -> N
                     v[key],
                     "remove it or use timing: {type: default}",
                 )
+    if nextn > 0:
+        for role, worker in v["workers"].items():
+            if getattr(worker.kv_cache.capacity, "TYPE", "fixed") == "default":
+                # the GPU memory model leaves the MTP draft layers out (timing.md 9.1)
+                raise Invalid(
+                    join(wpath, f"{role}.kv_cache.capacity"),
+                    "must be an explicit fixed KV capacity when engine.nextn > 0 (the memory "
+                    "model does not count the MTP draft layers)",
+                    fix="give capacity: {type: fixed, blocks: N} sized with the draft memory",
+                )
 
 
 @hook(NgramSpeculation)

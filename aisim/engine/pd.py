@@ -52,6 +52,11 @@ def resolve_pd(cfg) -> PDSpec:
     missing = unsupported_features(cfg)
     if missing:
         raise NotAvailableError(f"{cfg.source_path}: {missing[0]}")
+    if cfg.engine.nextn > 0:
+        raise NotAvailableError(
+            f"{cfg.source_path}: engine.nextn: native MTP with disaggregated prefill/decode is "
+            "not available yet in aisim; use aggregated mode or nextn 0"
+        )
     prefill = resolve_role(cfg, "prefill")
     decode = resolve_role(cfg, "decode")
     kvt = cfg.engine.kv_transfer
@@ -71,12 +76,14 @@ def resolve_pd(cfg) -> PDSpec:
 
 
 def _params(spec: EngineSpec, role: Role, n: int, capture: bool):
-    return spec.kernel_params(capture)._replace(max_seqs=max(1, min(spec.max_seqs, n)),
-                                                role=int(role))
+    return spec.kernel_params(capture)._replace(
+        max_seqs=max(1, min(spec.max_seqs, n)), role=int(role)
+    )
 
 
-def _run(pdspec: PDSpec, traffic_p: Traffic, traffic_d: Traffic, capture: bool, plans,
-         log_capacity: int):
+def _run(
+    pdspec: PDSpec, traffic_p: Traffic, traffic_d: Traffic, capture: bool, plans, log_capacity: int
+):
     from aisim.kernels.loop_pd import run_disaggregated
 
     sp, sd = pdspec.prefill, pdspec.decode
@@ -89,11 +96,25 @@ def _run(pdspec: PDSpec, traffic_p: Traffic, traffic_d: Traffic, capture: bool, 
     longest_p = int(traffic_p.prompt_len.max()) + 1 if n else 1
     longest_d = int((traffic_d.prompt_len + traffic_d.output_len).max()) if n else 1
     req_p, ranks_p, blocks_p, workers_p, stats, log = st.allocate(
-        n, sp.num_ranks, sp.replicas, rows_p, sp.num_blocks, -(-longest_p // sp.block_size) + 1,
-        log_capacity, sp.block_size)
+        n,
+        sp.num_ranks,
+        sp.replicas,
+        rows_p,
+        sp.num_blocks,
+        -(-longest_p // sp.block_size) + 1,
+        log_capacity,
+        sp.block_size,
+    )
     req_d, ranks_d, blocks_d, workers_d, _, _ = st.allocate(
-        n, sd.num_ranks, sd.replicas, rows_d, sd.num_blocks, -(-longest_d // sd.block_size) + 1,
-        1, sd.block_size)
+        n,
+        sd.num_ranks,
+        sd.replicas,
+        rows_d,
+        sd.num_blocks,
+        -(-longest_d // sd.block_size) + 1,
+        1,
+        sd.block_size,
+    )
     req_p.prompt_len[:] = traffic_p.prompt_len
     req_p.output_len[:] = 1  # the prefill side's one internal (unreported) token
     req_p.arrival_ms[:] = traffic_p.arrival_ms
@@ -106,11 +127,28 @@ def _run(pdspec: PDSpec, traffic_p: Traffic, traffic_d: Traffic, capture: bool, 
     pd = st.allocate_pd(n, sd.num_ranks, sd.replicas, sp.replicas)
     (plan_p, memo_p), (plan_d, memo_d) = plans
     code, where = run_disaggregated(
-        pd, pdspec.transfer, stats, log,
-        _params(sp, Role.PREFILL, n, capture), req_p, ranks_p, blocks_p, workers_p,
-        traffic_p.pfx_hash, plan_p, memo_p,
-        _params(sd, Role.DECODE, n, capture), req_d, ranks_d, blocks_d, workers_d,
-        traffic_d.pfx_hash, plan_d, memo_d)
+        pd,
+        pdspec.transfer,
+        stats,
+        log,
+        st.allocate_mtp(0, None, 1),
+        _params(sp, Role.PREFILL, n, capture),
+        req_p,
+        ranks_p,
+        blocks_p,
+        workers_p,
+        traffic_p.pfx_hash,
+        plan_p,
+        memo_p,
+        _params(sd, Role.DECODE, n, capture),
+        req_d,
+        ranks_d,
+        blocks_d,
+        workers_d,
+        traffic_d.pfx_hash,
+        plan_d,
+        memo_d,
+    )
     return code, where, req_p, req_d, pd, stats, log
 
 
@@ -141,37 +179,61 @@ def simulate_pd(pdspec: PDSpec, capture: bool = False, plans=(None, None)) -> PD
 
     traffic_p = synthetic(pdspec.prefill)
     traffic_d = synthetic(pdspec.decode)
-    timing = [_timing_arrays(s, plan) for s, plan in zip((pdspec.prefill, pdspec.decode), plans,
-                                                         strict=True)]
+    timing = [
+        _timing_arrays(s, plan)
+        for s, plan in zip((pdspec.prefill, pdspec.decode), plans, strict=True)
+    ]
     n = len(traffic_d.prompt_len)
     log_capacity = 4 * n + 16 if capture else 1
     t0 = time.perf_counter()
     while True:
-        code, where, req_p, req_d, pd, stats, log = _run(pdspec, traffic_p, traffic_d, capture,
-                                                         timing, log_capacity)
+        code, where, req_p, req_d, pd, stats, log = _run(
+            pdspec, traffic_p, traffic_d, capture, timing, log_capacity
+        )
         if code != RunResult.LOG_FULL:
             break
         log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
-        timing = [_timing_arrays(s, plan) for s, plan in
-                  zip((pdspec.prefill, pdspec.decode), plans, strict=True)]
+        timing = [
+            _timing_arrays(s, plan)
+            for s, plan in zip((pdspec.prefill, pdspec.decode), plans, strict=True)
+        ]
     sim_ms = (time.perf_counter() - t0) * 1000.0
     if code != RunResult.OK:
-        raise RuntimeError(f"internal error: P/D event loop returned {RunResult(code).name} "
-                           f"at worker {where}")
+        raise RuntimeError(
+            f"internal error: P/D event loop returned {RunResult(code).name} at worker {where}"
+        )
     spawned = np.count_nonzero(req_p.status != ReqStatus.NOT_ARRIVED)
-    done = np.count_nonzero((req_d.status == ReqStatus.FINISHED)
-                            | (req_p.status == ReqStatus.REJECTED))
+    done = np.count_nonzero(
+        (req_d.status == ReqStatus.FINISHED) | (req_p.status == ReqStatus.REJECTED)
+    )
     if spawned < n or done < spawned:
-        stuck = "prefill" if np.any(np.isnan(pd.held_ms) & (req_p.status != ReqStatus.REJECTED)
-                                    & (req_p.status != ReqStatus.NOT_ARRIVED)) else "decode"
+        stuck = (
+            "prefill"
+            if np.any(
+                np.isnan(pd.held_ms)
+                & (req_p.status != ReqStatus.REJECTED)
+                & (req_p.status != ReqStatus.NOT_ARRIVED)
+            )
+            else "decode"
+        )
         s = pdspec.prefill if stuck == "prefill" else pdspec.decode
         raise CapacityError(
             f"the {stuck} workers can make no progress: requests never fit their KV pool "
             f"({s.num_blocks} blocks of {s.block_size} tokens per rank) or token budget "
-            f"({s.max_tokens}); raise engine.workers.{stuck}.kv_cache.capacity")
-    return PDResult(pdspec, traffic_d, req_p, req_d, pd, stats, log if capture else None, sim_ms,
-                    timing[0][1] if pdspec.prefill.timing == "op_level" else None,
-                    timing[1][1] if pdspec.decode.timing == "op_level" else None)
+            f"({s.max_tokens}); raise engine.workers.{stuck}.kv_cache.capacity"
+        )
+    return PDResult(
+        pdspec,
+        traffic_d,
+        req_p,
+        req_d,
+        pd,
+        stats,
+        log if capture else None,
+        sim_ms,
+        timing[0][1] if pdspec.prefill.timing == "op_level" else None,
+        timing[1][1] if pdspec.decode.timing == "op_level" else None,
+    )
 
 
 def merged_requests(result: PDResult) -> st.RequestState:
@@ -181,11 +243,16 @@ def merged_requests(result: PDResult) -> st.RequestState:
     in flight otherwise.
     """
     rp, rd = result.req_p, result.req_d
-    status = np.where(rd.status == ReqStatus.FINISHED, ReqStatus.FINISHED,
-                      np.where(rp.status == ReqStatus.FINISHED, ReqStatus.RUNNING,
-                               rp.status)).astype(rd.status.dtype)
+    status = np.where(
+        rd.status == ReqStatus.FINISHED,
+        ReqStatus.FINISHED,
+        np.where(rp.status == ReqStatus.FINISHED, ReqStatus.RUNNING, rp.status),
+    ).astype(rd.status.dtype)
     terminal = np.where(rp.status == ReqStatus.REJECTED, rp.terminal_ms, rd.terminal_ms)
-    return rd._replace(status=status, terminal_ms=terminal,
-                       num_admissions=rp.num_admissions + rd.num_admissions,
-                       reused_first=rp.reused_first,
-                       reused_max=np.maximum(rp.reused_max, rd.reused_max))
+    return rd._replace(
+        status=status,
+        terminal_ms=terminal,
+        num_admissions=rp.num_admissions + rd.num_admissions,
+        reused_first=rp.reused_first,
+        reused_max=np.maximum(rp.reused_max, rd.reused_max),
+    )

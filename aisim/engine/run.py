@@ -34,7 +34,7 @@ def load_engine(spec: EngineSpec) -> None:
     run_aggregated(spec.kernel_params(False)._replace(max_seqs=1, num_blocks=1, num_workers=1,
                                                       dp_size=1),
                    *state, np.zeros(0, dtype=np.uint64), st.placeholder_plan(),
-                   st.allocate_memo(1, 16))
+                   st.allocate_memo(1, 16), st.allocate_mtp(spec.nextn, spec.nextn_accepted, 1))
 
 
 def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
@@ -67,8 +67,9 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         req.pfx_start[:] = traffic.pfx_start
         req.pfx_len[:] = traffic.pfx_len
         workers.ready_ms[:] = spec.startup_ms
+        mtp = st.allocate_mtp(spec.nextn, spec.nextn_accepted, spec.num_ranks)
         code, where = run_aggregated(params._replace(max_seqs=max_running), req, ranks, blocks,
-                                     workers, stats, log, traffic.pfx_hash, arrays, memo)
+                                     workers, stats, log, traffic.pfx_hash, arrays, memo, mtp)
         if code != RunResult.LOG_FULL:
             break
         log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room

@@ -37,6 +37,7 @@ class KernelParams(NamedTuple):
     capture: bool
     lazy_decode: bool  # pass compression; False only to test that it changes nothing
     check_invariants: bool  # debug: check every rank's state after each pass start and end
+    nextn: int  # MTP draft tokens per decode step (0 = no MTP)
     role: int = 0  # kernels.codes.Role: aggregated, or the prefill / decode side of P/D
 
 
@@ -72,6 +73,8 @@ class EngineSpec:
     cached_prefix_tokens: int
     backend_version: str | None = None  # op-time table version; None = newest
     database_mode: str = "SILICON"
+    nextn: int = 0  # native MTP depth
+    nextn_accepted: float | None = None  # mean accepted drafts per step (required iff nextn)
 
     @property
     def num_ranks(self) -> int:
@@ -103,8 +106,10 @@ class EngineSpec:
             load_kind=int(LoadKind.CONCURRENCY if self.load == "concurrency" else LoadKind.OPEN),
             concurrency=self.concurrency,
             capture=bool(capture),
-            lazy_decode=bool(lazy_decode),
+            # bursts are random, so MTP decoders cannot be advanced implicitly
+            lazy_decode=bool(lazy_decode) and self.nextn == 0,
             check_invariants=bool(check_invariants),
+            nextn=int(self.nextn),
         )
 
 
@@ -180,6 +185,8 @@ def resolve_role(cfg, role: str) -> EngineSpec:
         input_tokens=src.input_tokens,
         output_tokens=src.output_tokens,
         cached_prefix_tokens=src.cached_prefix_tokens,
+        nextn=eng.nextn,
+        nextn_accepted=eng.nextn_accepted,
     )
     _check_can_finish(cfg, spec)
     return spec
@@ -256,7 +263,8 @@ def _check_can_finish(cfg, spec: EngineSpec) -> None:
         prompt_blocks = -(-p // bs)
         if prompt_blocks > spec.num_blocks and spec.role != "decode":
             return  # rejected at admission like AISimulate does
-        longest = -(-(p + o - 1) // bs)
+        # MTP reserves KV for the whole final burst, the last token included
+        longest = -(-(p + o - (0 if spec.nextn else 1)) // bs)
         if longest > spec.num_blocks:
             raise CapacityError(
                 f"{where}.kv_cache.capacity.blocks: a request of {p} prompt + {o} output "

@@ -35,7 +35,8 @@ def plan_for(spec, where: str):
             "priced so far (fixed or polynomial timing works for any model)")
     version = data_version(spec.backend, spec.backend_version)
     args = {"backend": spec.backend, "version": version, "tensor_parallel": spec.tensor,
-            "pipeline_parallel": spec.pipeline, "mode": spec.database_mode}
+            "pipeline_parallel": spec.pipeline, "mode": spec.database_mode,
+            "nextn": spec.nextn}
     path = _cache_path(model, args)
     cached = _load(path)
     if cached is not None:

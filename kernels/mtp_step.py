@@ -1,0 +1,109 @@
+"""Native MTP speculative decoding inside a rank's pass (behaviour.md 8, 17.0, 17.1).
+
+Whether MTP is on is a property of the *type* of the `mtp` argument the event loop receives:
+`MtpState` switches it on, `NoMtp` (same fields, empty arrays) off. `mtp_on(mtp)` is a
+compile-time constant in each specialization, so a run without MTP executes none of the code
+guarded by it (LLVM removes the dead branches) and pays nothing per request for the feature.
+
+A drafting decoder of length L is scheduled for its one known token (so it still has
+computed = L - 1 between passes) but is charged s = min(1 + nextn, budget left) verification
+slots. After scheduling, the rank reserves the KV its decode set's bursts may fill; at the pass
+end each member walks the first s - 1 acceptance rates on its rank's ChaCha12 stream and emits
+1 + accepted tokens, clipped to the remaining output.
+"""
+
+from numba import types
+from numba.extending import overload
+
+from aisim.kernels import kv_blocks as kv
+from aisim.kernels import rng
+from aisim.kernels._jit import helper
+from aisim.state import MtpState
+
+
+def mtp_on(mtp):
+    """True when the run decodes with MTP (compile-time constant inside kernels)."""
+    return type(mtp) is MtpState
+
+
+@overload(mtp_on, jit_options={"cache": True})
+def _mtp_on_typed(mtp):
+    on = isinstance(mtp, types.BaseNamedTuple) and mtp.instance_class is MtpState
+    return lambda mtp: on
+
+
+@helper
+def ceil_div(a, b):
+    return -((-a) // b)
+
+
+@helper
+def burst_tokens(mtp, r, slots):
+    """Tokens a drafting decoder granted `slots` verification slots emits (before clipping).
+
+    Walks the first slots - 1 conditional acceptance rates on rank r's stream and stops at the
+    first rejection; a rate of 1 accepts without consuming a draw.
+    """
+    k = 1
+    st = mtp.rng[r]
+    for i in range(slots - 1):
+        if rng.random_bool(st, mtp.thresholds[i], mtp.always[i]):
+            k += 1
+        else:
+            break
+    return k
+
+
+@helper
+def in_decode_set(req, q):
+    """After scheduling: q has computed its whole known sequence and has generated before."""
+    g = req.num_generated[q]
+    return g > 0 and req.sched_tokens[q] > 0 and req.num_computed[q] == req.prompt_len[q] + g
+
+
+@helper
+def reserve_bursts(p, req, ranks, blocks, r, nextn):
+    """Allocate every decode-set member's burst KV; returns the request to preempt, or -1.
+
+    Each member of length L may emit up to m = min(1 + nextn, remaining output) tokens this
+    pass and needs ceil((L + m) / bs) blocks. When the pool (free plus evictable cached blocks)
+    cannot cover the whole set, nothing is allocated and the caller preempts the last running
+    request and asks again.
+    """
+    bs = p.block_size
+    act_list = ranks.act_list
+    slot_nblk = blocks.slot_nblk
+    need = 0
+    for k in range(ranks.act_len[r]):
+        q = act_list[r, k]
+        if in_decode_set(req, q):
+            g = req.num_generated[q]
+            m = min(1 + nextn, req.output_len[q] - g)
+            target = ceil_div(req.prompt_len[q] + g + m, bs)
+            held = slot_nblk[req.slot[q]]
+            if target > held:
+                need += target - held
+    if need == 0:
+        return -1
+    if need > kv.num_free(ranks, r):
+        return ranks.run_list[r, ranks.run_len[r] - 1]
+    for k in range(ranks.act_len[r]):
+        q = act_list[r, k]
+        if in_decode_set(req, q):
+            g = req.num_generated[q]
+            m = min(1 + nextn, req.output_len[q] - g)
+            target = ceil_div(req.prompt_len[q] + g + m, bs)
+            slot = req.slot[q]
+            if target > slot_nblk[slot]:
+                kv.grow_slot(ranks, blocks, r, slot, target, p.num_blocks)
+    return -1
+
+
+@helper
+def drop_last_hit(req, blocks, pfx_hash, q, r, hits, active):
+    """vLLM with MTP uses one block less of every prefix-cache hit (the drafter needs the
+    hidden states of the last matched block, so that block is recomputed)."""
+    b = kv.map_find(blocks, kv.block_key(req, pfx_hash, q, hits - 1, r))
+    if blocks.ref[b] > 0:
+        active -= 1
+    return hits - 1, active
