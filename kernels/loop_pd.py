@@ -155,7 +155,7 @@ def _apply_release(pd, p, req, ranks, blocks, q, t_ms):
     pd.released_ms[q] = t_ms
 
 
-@kernel
+@helper
 def _finish_prefill(pd, p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
     """Prefill pass end: deferred releases, then the completed prompts become source held."""
     while pd.drel_head[w] >= 0:
@@ -185,6 +185,15 @@ def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, 
 
 
 @helper
+def _has_work(p, ranks, w):
+    for d in range(p.dp_size):
+        r = w * p.dp_size + d
+        if ranks.run_len[r] > 0 or ranks.wait_len[r] > 0:
+            return True
+    return False
+
+
+@helper
 def _start_worker(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, w, t_ms):
     """Start a pass on an idle worker with work. Returns loop flags; a pass that could do
     nothing (every waiting prompt blocked on held KV) is taken back: the worker stays idle
@@ -202,7 +211,7 @@ def _start_worker(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, me
     return flags
 
 
-@kernel
+@helper
 def _execute_actions(
     pd,
     tp,
@@ -381,7 +390,7 @@ def run_disaggregated(
                 _enqueue(pd, PDAction.SUBMIT, routed)
                 routed += 1
                 changed = True
-            # a call passes ~180 array descriptors: only make it when something is queued
+            # most instants (a decode pass end with no handoff) queue nothing
             if pd.scalars[PD_Q_HEAD] < pd.scalars[PD_Q_TAIL]:
                 _execute_actions(
                     pd,
@@ -405,7 +414,7 @@ def run_disaggregated(
                 break
         # --- start passes: idle prefill workers with work, then idle decode workers
         for w in range(n_wp):
-            if workers_p.busy[w] or not loop._worker_has_work(pp, ranks_p, w):
+            if workers_p.busy[w] or not _has_work(pp, ranks_p, w):
                 continue
             flags = _start_worker(
                 pp,
@@ -427,7 +436,7 @@ def run_disaggregated(
             if flags & sched.SCHED_LOG_FULL:
                 return RunResult.LOG_FULL, w
         for w in range(n_wd):
-            if workers_d.busy[w] or not loop._worker_has_work(dp, ranks_d, w):
+            if workers_d.busy[w] or not _has_work(dp, ranks_d, w):
                 continue
             flags = _start_worker(
                 dp,

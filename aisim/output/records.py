@@ -191,7 +191,8 @@ def build_pd_records(result, run_id: str) -> list[dict]:
             "admission_history": admissions,
             "arrival_time_ms": arrival,
             "decode_admit_ms": _opt(rd.first_admit_ms[i]),
-            "decode_reused_input_tokens": int(rd.reused_first[i]) if decoded else None,
+            # the hit of decode-side readmissions (activation itself reports none)
+            "decode_reused_input_tokens": int(rd.reused_max[i]) if decoded else None,
             "decode_route_overlap_tokens": 0 if decoded else None,
             "decode_worker_idx": r_d if decoded else None,
             "destination_activated_ms": _opt(pd.activated_ms[i]),
@@ -211,7 +212,8 @@ def build_pd_records(result, run_id: str) -> list[dict]:
             "pressure_record_ordinals": [],
             "readmission_count": max(0, n_adm - (2 if decoded else 1)),
             "requested_output_length": int(result.traffic.requested_output_len[i]),
-            "reused_input_tokens": int(req.reused_max[i]),
+            # per request the prefill side's reuse; the summary ratio also counts the decode side
+            "reused_input_tokens": int(rp.reused_max[i]),
             "routing_history": routes,
             "session_id": f"session_{i}",
             "source_held_ms": _opt(pd.held_ms[i]),
