@@ -98,7 +98,7 @@ def test_transfer_delay_and_timestamps(tmp_path: Path) -> None:
 
 def test_decode_pool_too_small_is_a_capacity_error(tmp_path: Path) -> None:
     _, cfg = _cfg(tmp_path, overrides=("engine.workers.decode.kv_cache.capacity.blocks=10",))
-    with pytest.raises(CapacityError, match="engine.workers.decode.kv_cache.capacity.blocks"):
+    with pytest.raises(CapacityError, match=r"engine\.workers\.decode\.kv_cache\.capacity\.blocks"):
         resolve_pd(cfg)
 
 
@@ -107,11 +107,11 @@ def test_mtp_with_pd_not_available(tmp_path: Path) -> None:
         "engine.nextn=1", "engine.nextn_accepted=0.5",
         "engine.workers.prefill.timing={type: default}",
         "engine.workers.decode.timing={type: default}"))
-    with pytest.raises(NotAvailableError, match="engine.nextn"):
+    with pytest.raises(NotAvailableError, match=r"engine\.nextn"):
         resolve_pd(cfg)
 
 
 def test_kv_transfer_rejected_in_aggregated_mode(tmp_path: Path) -> None:
     text = (GOLDEN / "single-request" / "config.yaml").read_text()
-    with pytest.raises(ConfigError, match="engine.kv_transfer"):
+    with pytest.raises(ConfigError, match=r"engine\.kv_transfer"):
         _cfg(tmp_path, text, ("engine.kv_transfer={bandwidth_gb_per_second: 10}",))
