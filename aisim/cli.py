@@ -36,8 +36,10 @@ def _config_options(f):
               show_default=True, help="What to print on stdout.")
 @click.option("--capture-per-request", is_flag=True,
               help="Also write requests.jsonl and requests.parquet (one record per request).")
+@click.option("--capture-passes", is_flag=True,
+              help="Also write passes.parquet (one row per scheduler pass per rank).")
 def predict(config_path: str, overrides: tuple[str, ...], output_dir: Path | None,
-            overwrite: bool, fmt: str, capture_per_request: bool) -> None:
+            overwrite: bool, fmt: str, capture_per_request: bool, capture_passes: bool) -> None:
     """Simulate one deployment and report TTFT, TPOT, ITL, E2E latency and throughput."""
     from aisim.errors import NoRequestsCompleted
     from aisim.output.write import check_output_dir, prediction_sha256, write_outputs
@@ -46,9 +48,13 @@ def predict(config_path: str, overrides: tuple[str, ...], output_dir: Path | Non
     if output_dir is not None:
         check_output_dir(output_dir, overwrite)
     _note_cold_cache()
-    pred = run_prediction(config_path, overrides, capture=capture_per_request)
+    if capture_passes and output_dir is None:
+        raise click.UsageError("--capture-passes needs --output-dir (passes.parquet goes there)")
+    pred = run_prediction(config_path, overrides, capture=capture_per_request,
+                          capture_passes=capture_passes)
     if output_dir is not None:
-        digest = write_outputs(output_dir, pred.prediction, pred.records, provenance(pred))
+        digest = write_outputs(output_dir, pred.prediction, pred.records, provenance(pred),
+                               pred.passes)
     else:
         digest = prediction_sha256(pred.prediction)
     if fmt == "json":
@@ -63,6 +69,67 @@ def predict(config_path: str, overrides: tuple[str, ...], output_dir: Path | Non
     if pred.prediction.get("completed_requests", 0) == 0:
         raise NoRequestsCompleted(pred.prediction["diagnostic"])
     _fast_exit()
+
+
+@main.command()
+@_config_options
+@click.option("--grid", "grids", multiple=True, metavar="PATH=V1,V2,...",
+              help="Swept values of one config path (repeatable: cartesian product).")
+@click.option("--sweep-file", type=click.Path(dir_okay=False), default=None,
+              help="Sweep YAML with product: and zip: groups of PATH: [values].")
+@click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
+              required=True, help="sweep.parquet, points/ and requests/ go here; re-running "
+                                  "into the same folder skips finished points.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Points run at once on this machine [default: the usable cores].")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True, help="Where points run (ray needs the aisim[ray] extra).")
+@click.option("--ray-address", default=None, metavar="ADDRESS",
+              help="Ray cluster to join (e.g. ray://host:10001) [default: start a local one].")
+@click.option("--capture-per-request", is_flag=True,
+              help="Also write each point's requests table to requests/point_id=<id>/.")
+def sweep(config_path: str, overrides: tuple[str, ...], grids: tuple[str, ...],
+          sweep_file: str | None, output_dir: Path, jobs: int | None, executor: str,
+          ray_address: str | None, capture_per_request: bool) -> None:
+    """Run a grid of config overrides; one sweep.parquet row per point."""
+    from aisim.errors import ConfigError
+    from aisim.sweep.grid import expand, load_sweep_yaml, parse_grid
+    from aisim.sweep.progress import Progress
+    from aisim.sweep.run import default_jobs, run_sweep
+
+    dims = list(load_sweep_yaml(sweep_file)) if sweep_file else []
+    for g in grids:
+        dims.append(parse_grid(g))
+    if not dims:
+        raise ConfigError("aisim sweep: give --grid PATH=V1,V2,... or --sweep-file")
+    if executor == "local" and ray_address:
+        raise ConfigError("--ray-address: only with --executor ray")
+    points = expand(dims)
+    table = run_sweep(config_path, points, output_dir, base_overrides=overrides,
+                      jobs=jobs or default_jobs(), executor=executor, ray_address=ray_address,
+                      capture_requests=capture_per_request, progress=Progress(len(points)))
+    failed = sum(1 for s in table.column("status").to_pylist() if s != "ok")
+    click.echo(f"{table.num_rows} points ({failed} failed) -> {output_dir / 'sweep.parquet'}")
+    _fast_exit()
+
+
+@main.command()
+@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.option("--kind", type=click.Choice(["pareto", "latency", "timeline"]), multiple=True,
+              help="Which figures [default: pareto + latency for a sweep, timeline for a run].")
+@click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Where the images go [default: beside the source].")
+@click.option("--format", "fmts", type=click.Choice(["png", "svg"]), multiple=True,
+              help="Image formats [default: png and svg].")
+@click.option("--x", "x_column", default=None, metavar="COLUMN",
+              help="Load column of the latency curves [default: the first swept column].")
+def plot(source: Path, kind: tuple[str, ...], output_dir: Path | None,
+         fmts: tuple[str, ...], x_column: str | None) -> None:
+    """Figures from a sweep folder / sweep.parquet, or a run folder with passes.parquet."""
+    from aisim.plot import plot_source
+
+    for path in plot_source(source, kind, output_dir, fmts or ("png", "svg"), x_column):
+        click.echo(str(path))
 
 
 @main.command()

@@ -152,7 +152,10 @@ def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, .
         mixed_out.append({"prefill": p.label(), "decode": d.label(), "prefill_ms": pre,
                           "decode_ms": dec, "additive_ms": pre + dec, "prefill_ns": pre_ns,
                           "decode_ns": dec_ns, "duration_ns": pre_ns + dec_ns,
-                          "duration_ms": (pre_ns + dec_ns) / 1e6})
+                          "duration_ms": (pre_ns + dec_ns) / 1e6,
+                          # what AISimulate's FPM API returns for the same mixed pass
+                          "fpm_3pass_ms": pricer.fpm_mixed((p.batch, p.isl, p.prefix),
+                                                           (d.batch, d.ctx))})
     return {
         "config": str(config_path),
         "model": spec.model.model_id,
@@ -202,7 +205,8 @@ def render_table(result: dict) -> str:
         lines += ["", f"mixed pass prefill {m['prefill']} + decode {m['decode']}: "
                       f"{m['prefill_ms']:.9f} + {m['decode_ms']:.9f} = {m['additive_ms']:.9f} ms "
                       f"additive; as simulated {m['prefill_ns']} ns + {m['decode_ns']} ns = "
-                      f"{m['duration_ms']:.6f} ms"]
+                      f"{m['duration_ms']:.6f} ms (FPM API 3-pass composition: "
+                      f"{m['fpm_3pass_ms']:.9f} ms)"]
     if "memory_lines" in result:
         lines += ["", *memory]
     return "\n".join(lines)

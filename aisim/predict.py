@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,7 @@ class Prediction:
     records: list[dict] | None
     config_sha256: str
     spec: object
+    passes: object = None  # aisim.state.PassLog trimmed to its rows (capture_passes)
 
 
 def config_sha256(cfg_path: str, overrides: tuple[str, ...]) -> str:
@@ -42,27 +45,42 @@ def config_sha256(cfg_path: str, overrides: tuple[str, ...]) -> str:
 
 
 def run_prediction(config_path: str, overrides: tuple[str, ...] = (),
-                   capture: bool = False) -> Prediction:
+                   capture: bool = False, capture_passes: bool = False,
+                   memos=None) -> Prediction:
     from aisim.config import load_config
+
+    cfg = load_config(config_path, overrides)
+    return predict_config(cfg, config_sha256(config_path, overrides), capture, capture_passes,
+                          memos)
+
+
+def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool = False,
+                   memos=None) -> Prediction:
+    """Validated config -> Prediction. `memos` (a dict, optional) keeps one pass-time memo per
+    op plan across calls in this process: a sweep's points that share a plan share prices."""
     from aisim.engine.run import load_engine, simulate
     from aisim.engine.spec import resolve
     from aisim.metrics import power_fields, summarize
     from aisim.output.records import build_records
     from aisim.traffic import synthetic
 
-    cfg = load_config(config_path, overrides)
     if cfg.engine.mode == "disaggregated":
-        return _run_pd_prediction(cfg, config_path, overrides, capture)
+        return _run_pd_prediction(cfg, digest, capture)
     spec = resolve(cfg)
     load_engine(spec)  # like importing AISimulate's compiled engine: outside wall_time_ms
     t0 = time.perf_counter()  # AISimulate's wall_time_ms spans validated config -> metrics
     plan = None
+    memo = None
     if spec.timing == "op_level":
         from aisim.timing.provider import plan_for
 
-        plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{spec.role}")
+        if memos is not None:
+            plan, memo = _shared_plan_and_memo(memos, spec, cfg.source_path)
+        else:
+            plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{spec.role}")
     traffic = synthetic(spec)
-    result = simulate(spec, traffic, capture=capture, plan=plan)
+    result = simulate(spec, traffic, capture=capture, plan=plan,
+                      capture_passes=capture_passes, memo=memo)
     prediction = dict(summarize(result))
     prediction.update(power_fields())
     if spec.timing == "op_level":
@@ -82,15 +100,50 @@ def run_prediction(config_path: str, overrides: tuple[str, ...] = (),
     prediction["wall_time_ms"] = wall_ms
     prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
     prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s
-    digest = config_sha256(config_path, overrides)
     records = build_records(result, digest) if capture else None
     if records is not None:
         prediction["per_request"] = records
-    return Prediction(prediction, records, digest, spec)
+    passes = None
+    if result.passes is not None:
+        rows = int(result.passes.count[0])
+        passes = type(result.passes)(*(a[:rows] for a in result.passes))
+    return Prediction(prediction, records, digest, spec, passes)
 
 
-def _run_pd_prediction(cfg, config_path: str, overrides: tuple[str, ...],
-                       capture: bool) -> Prediction:
+_TRAFFIC_FIELDS = ("num_requests", "load", "concurrency", "rate_per_s", "seed", "input_tokens",
+                   "output_tokens", "cached_prefix_tokens")
+
+
+def _shared_plan_and_memo(memos: dict, spec, source_path):
+    """This process's op plan for the spec and the memo of its prices. Plans are reused for
+    specs equal outside their traffic; memos are shared by every spec whose plan has the same
+    arrays (equal plans, equal prices), e.g. all points of a concurrency or scheduler sweep."""
+    import dataclasses
+
+    import numpy as np
+
+    from aisim.state import allocate_memo
+    from aisim.timing.provider import plan_for
+
+    fields = {k: v for k, v in dataclasses.asdict(spec).items() if k not in _TRAFFIC_FIELDS}
+    spec_key = json.dumps(fields, sort_keys=True, default=str)
+    plans = memos.setdefault("plans", {})
+    if spec_key not in plans:
+        plan = plan_for(spec, f"{source_path}: engine.workers.{spec.role}")
+        h = hashlib.sha256()
+        for a in plan.arrays:
+            h.update(str(a.dtype).encode() + str(a.shape).encode())
+            h.update(np.ascontiguousarray(a).tobytes())
+        plans[spec_key] = (plan, h.hexdigest())
+    plan, plan_hash = plans[spec_key]
+    shared = memos.setdefault("memos", {})
+    if plan_hash not in shared:
+        # larger than a single run's memo: a sweep visits many more pass shapes
+        shared[plan_hash] = allocate_memo(len(plan.op_names), 1 << 14)
+    return plan, shared[plan_hash]
+
+
+def _run_pd_prediction(cfg, digest: str, capture: bool) -> Prediction:
     """run_prediction for engine.mode disaggregated (behaviour.md 10)."""
     from aisim.engine.pd import load_engine_pd, resolve_pd, simulate_pd
     from aisim.metrics import power_fields, summarize_pd
@@ -142,7 +195,6 @@ def _run_pd_prediction(cfg, config_path: str, overrides: tuple[str, ...],
     prediction["wall_time_ms"] = wall_ms
     prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
     prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s
-    digest = config_sha256(config_path, overrides)
     records = build_pd_records(result, digest) if capture else None
     if records is not None:
         prediction["per_request"] = records
@@ -168,7 +220,20 @@ def _accumulators(memo):
 
 
 def provenance(pred: Prediction) -> dict:
-    return {"aisim_version": __version__, "config_sha256": pred.config_sha256}
+    """Identity of a run for the parquet schema metadata (no host clock: same run, same bytes)."""
+    return {"aisim_version": __version__, "config_sha256": pred.config_sha256,
+            "optable_sha256": optable_sha256(pred.spec)}
+
+
+def optable_sha256(spec) -> str:
+    """Hash of the op-time table manifest (which lists every table's sha256); "" when the run's
+    timing does not read the tables."""
+    if getattr(spec, "timing", None) != "op_level":
+        return ""
+    from importlib import resources
+
+    manifest = resources.files("aisim.data") / "optables" / "b200_sxm" / "manifest.json"
+    return hashlib.sha256(manifest.read_bytes()).hexdigest()
 
 
 def summary_json(pred: Prediction, digest: str) -> str:
@@ -176,3 +241,17 @@ def summary_json(pred: Prediction, digest: str) -> str:
     out = {k: v for k, v in pred.prediction.items() if k != "per_request"}
     out["prediction_sha256"] = digest
     return json.dumps(out, sort_keys=True, separators=(",", ":"))
+
+
+class _CallableModule(types.ModuleType):
+    """`aisim.predict(config)` is the notebook API (aisim.api.predict); importing this module
+    (as the CLI does) replaces the package attribute of that name with the module, so the
+    module itself must answer the call."""
+
+    def __call__(self, config, **kwargs):
+        from aisim.api import predict
+
+        return predict(config, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -138,8 +138,9 @@ STATS_FIELDS = (
     Field("acc", np.float64, "2,5", 0.0, "ms | tokens/s",
           "ITL / per-user throughput: sum, Welford mean, Welford M2, min, max"),
     Field("cnt", np.int64, "2,2", 0, "count", "samples, samples in the zero bucket"),
-    Field("run", np.float64, "2", 0.0, "ms | count",
-          "pending run of equal ITL gaps not yet merged: gap value, repeat count"),
+    Field("run", np.float64, "3", 0.0, "ms | count",
+          "pending run of equal ITL gaps not yet merged: gap value, repeat count; then the "
+          "pending count of zero gaps (MTP burst tokens)"),
     Field("bins", np.int64, f"2,{SKETCH_BINS}", 0, "count", "DDSketch positive-key counts"),
     Field("counters", np.int64, "9", 0, "tokens | count",
           "committed_prefill_tokens, passes, preemptions, rejections, admissions, spawned, "
@@ -450,7 +451,8 @@ def allocate_memo(num_ops: int, slots: int = 1 << 12) -> TimingMemo:
 
 
 _PLAN_INT_FIELDS = ("op_kind", "op_index", "gemm_num_sites", "site_off", "ctx_o0", "ctx_o1",
-                    "gen_o0", "gen_o1", "scratch_i")
+                    "gen_o0", "gen_o1", "scratch_i", "dsa_ctx_o0", "dsa_ctx_o1", "dsa_gen_o0",
+                    "dsa_gen_o1")
 
 
 def placeholder_plan():
@@ -463,3 +465,52 @@ def placeholder_plan():
         shape = (1, 4) if name in ("gemm_sites", "gemm_weights") else (1,)
         arrays.append(np.zeros(shape, dtype))
     return DensePlan(*arrays)
+
+
+# One row per rank per scheduler pass, written only when KernelParams.capture_passes is set
+# (--capture-passes). Shape symbol P: row capacity; count[0] keeps counting past it so the
+# caller can rerun once with exactly enough rows (the kernel never writes out of bounds).
+PASS_FIELDS = (
+    Field("start_ms", np.float64, "P", 0.0, "ms", "pass start"),
+    Field("end_ms", np.float64, "P", 0.0, "ms",
+          "pass end (the worker's ranks run in lock-step: the slowest rank's duration)"),
+    Field("rank", np.int32, "P", -1, "index", "scheduler rank = worker x D + dp_rank"),
+    Field("worker", np.int32, "P", -1, "index", "worker (replica)"),
+    Field("num_prefill", np.int32, "P", 0, "count", "requests in the prefill set"),
+    Field("num_decode", np.int32, "P", 0, "count", "requests in the decode set"),
+    Field("tokens_scheduled", np.int64, "P", 0, "tokens", "tokens scheduled in the pass"),
+    Field("prefill_tokens", np.int64, "P", 0, "tokens",
+          "tokens scheduled for prefill-set requests (recomputation after preemption included)"),
+    Field("sum_decode_context", np.int64, "P", 0, "tokens",
+          "sum over the decode set of its context length L"),
+    Field("kv_blocks_used", np.int64, "P", 0, "blocks", "blocks referenced by live requests"),
+    Field("kv_blocks_cached", np.int64, "P", 0, "blocks",
+          "free blocks still holding cached prefix content (evictable)"),
+    Field("waiting", np.int32, "P", 0, "count", "waiting requests after scheduling"),
+    Field("running", np.int32, "P", 0, "count", "running requests after scheduling"),
+    Field("preemptions", np.int32, "P", 0, "count", "requests preempted in the pass"),
+    Field("count", np.int64, "1", 0, "rows", "rows needed so far (may exceed capacity)"),
+)
+
+
+class PassLog(NamedTuple):
+    start_ms: np.ndarray
+    end_ms: np.ndarray
+    rank: np.ndarray
+    worker: np.ndarray
+    num_prefill: np.ndarray
+    num_decode: np.ndarray
+    tokens_scheduled: np.ndarray
+    prefill_tokens: np.ndarray
+    sum_decode_context: np.ndarray
+    kv_blocks_used: np.ndarray
+    kv_blocks_cached: np.ndarray
+    waiting: np.ndarray
+    running: np.ndarray
+    preemptions: np.ndarray
+    count: np.ndarray
+
+
+def allocate_passlog(capacity: int) -> PassLog:
+    """Pass-capture buffer of `capacity` rows (1 when capture is off: the kernels never write)."""
+    return _alloc(PassLog, PASS_FIELDS, {"P": max(1, capacity)})

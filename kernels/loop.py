@@ -11,11 +11,12 @@ time (kernels/mtp_step.py).
 
 import numpy as np
 
-from aisim.kernels import invariants, sched
+from aisim.kernels import invariants, leap, passlog, sched
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_BROKEN,
     CNT_PASSES,
+    CNT_PREEMPTIONS,
     CNT_SPAWNED,
     LoadKind,
     ReqStatus,
@@ -34,9 +35,11 @@ def _worker_has_work(p, ranks, w):
 
 
 @helper
-def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, w, t_ms):
+def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w,
+                t_ms):
     """Schedule every rank of worker w with work; returns flags (0 when nothing ran)."""
     dur_max = np.int64(0)
+    first_row = plog.count[0]
     flags = 0
     ran = False
     step = workers.step[w]
@@ -47,8 +50,12 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
             continue
         ranks.in_pass[r] = True
         ran = True
+        preempted_before = stats.counters[CNT_PREEMPTIONS]
         dur, f = sched.schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r,
                                      t_ms, step, mtp)
+        if p.capture_passes:
+            passlog.record_rank(req, ranks, plog, r, w, t_ms,
+                                stats.counters[CNT_PREEMPTIONS] - preempted_before)
         flags |= f
         if p.check_invariants:
             used = ranks.lazy_count[r]
@@ -63,8 +70,13 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
         return 0
     workers.busy[w] = True
     workers.pass_start_ms[w] = t_ms
-    workers.pass_end_ms[w] = t_ms + dur_max / 1e6
+    if p.ns_clock:
+        workers.pass_end_ms[w] = t_ms + np.float64(dur_max) * 1e-6
+    else:
+        workers.pass_end_ms[w] = t_ms + dur_max / 1e6
     workers.busy_ms[w] += dur_max / 1e6
+    if p.capture_passes:
+        passlog.close_pass(plog, first_row, workers.pass_end_ms[w])
     workers.num_passes[w] += 1
     stats.counters[CNT_PASSES] += 1
     if dur_max == 0 and not (flags & sched.SCHED_PROGRESS):
@@ -94,7 +106,8 @@ def _finish_pass(p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
 
 
 @kernel
-def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp):
+def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp,
+                   plog):
     """Advance the whole simulation. Returns (RunResult code, detail index)."""
     n_req = req.prompt_len.shape[0]
     n_workers = p.num_workers
@@ -109,6 +122,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
     else:
         stats.counters[CNT_SPAWNED] = n_req
     t = 0.0
+    leaps = leap.usable(p)
     while True:
         # --- next event time
         t_next = np.inf
@@ -156,7 +170,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
             if not _worker_has_work(p, ranks, w):
                 continue
             flags = _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo,
-                                mtp, w, t)
+                                mtp, plog, w, t)
             if stats.counters[CNT_BROKEN] != 0:
                 return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
             if flags & sched.SCHED_TRT_PREEMPT:
@@ -165,5 +179,10 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
                 return RunResult.LOG_FULL, w
             if flags & (1 << 8):
                 return RunResult.STALLED, w
+        if leaps:
+            a = np.inf
+            if routed < stats.counters[CNT_SPAWNED]:
+                a = req.arrival_ms[routed]
+            t = leap.run(p, req, ranks, workers, stats, plan, memo, t, a)
     flush_gaps(stats)
     return RunResult.OK, -1

@@ -194,12 +194,14 @@ def _has_work(p, ranks, w):
 
 
 @helper
-def _start_worker(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, w, t_ms):
+def _start_worker(
+    p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w, t_ms
+):
     """Start a pass on an idle worker with work. Returns loop flags; a pass that could do
     nothing (every waiting prompt blocked on held KV) is taken back: the worker stays idle
     until a release or completion changes its capacity."""
     flags = loop._start_pass(
-        p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, w, t_ms
+        p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w, t_ms
     )
     if flags & (1 << 8):
         workers.busy[w] = False
@@ -282,6 +284,7 @@ def run_disaggregated(
     stats,
     log,
     mtp,
+    plog,
     pp,
     req_p,
     ranks_p,
@@ -428,6 +431,7 @@ def run_disaggregated(
                 plan_p,
                 memo_p,
                 mtp,
+                plog,
                 w,
                 t,
             )
@@ -450,6 +454,7 @@ def run_disaggregated(
                 plan_d,
                 memo_d,
                 mtp,
+                plog,
                 w,
                 t,
             )

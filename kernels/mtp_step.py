@@ -7,8 +7,11 @@ guarded by it (LLVM removes the dead branches) and pays nothing per request for 
 
 A drafting decoder of length L is scheduled for its one known token (so it still has
 computed = L - 1 between passes) but is charged s = min(1 + nextn, budget left) verification
-slots. After scheduling, the rank reserves the KV its decode set's bursts may fill; at the pass
-end each member walks the first s - 1 acceptance rates on its rank's ChaCha12 stream and emits
+slots. On TRT-LLM a request whose prompt completes drafts in that same pass: it joins the decode
+set at L = P (priced, and walking all rates) without a budget charge [observed].
+
+After scheduling, the rank reserves the KV its decode set's bursts may fill; at the pass end
+each member walks the first s - 1 acceptance rates on its rank's ChaCha12 stream and emits
 1 + accepted tokens, clipped to the remaining output.
 """
 
@@ -56,7 +59,10 @@ def burst_tokens(mtp, r, slots):
 
 @helper
 def in_decode_set(req, q):
-    """After scheduling: q has computed its whole known sequence and has generated before."""
+    """After scheduling: q has computed its whole known sequence and either drafts this pass
+    (a decoder, or on TRT-LLM a request completing its prompt) or completes a recompute."""
+    if req.draft_slots[q] > 0:
+        return True
     g = req.num_generated[q]
     return g > 0 and req.sched_tokens[q] > 0 and req.num_computed[q] == req.prompt_len[q] + g
 
@@ -107,3 +113,4 @@ def drop_last_hit(req, blocks, pfx_hash, q, r, hits, active):
     if blocks.ref[b] > 0:
         active -= 1
     return hits - 1, active
+

@@ -23,6 +23,9 @@ from aisim.kernels._jit import helper, kernel
 
 KIND_CONTEXT = 0
 KIND_GENERATION = 1
+# DeepSeek DSA attention modules (timing.md 3.4): raw linear on every axis, own SOL
+KIND_DSA_CONTEXT = 2     # axes (cached prefix + 1, new tokens, batch); heads fixed by the slice
+KIND_DSA_GENERATION = 3  # axes (num_heads, batch, kv_len)
 
 PAR_NUM_KV_HEADS = 0   # kv heads per rank (ignored when PAR_MHA is 1: kv heads = heads)
 PAR_HEAD_DIM = 1
@@ -32,6 +35,35 @@ PAR_WINDOW = 4         # sliding window, 0 = none
 PAR_MEM_BW = 5         # bytes/s
 PAR_MHA = 6            # 1 when the slice key is the MHA sentinel (n_kv_lookup = 0)
 PAR_SIZE = 8
+# DSA kinds reuse the slots: PAR_NUM_KV_HEADS = heads per rank, PAR_HEAD_DIM = latent q/k dim
+# (kv_lora_rank + rope dim), PAR_WINDOW = index_topk (keys each query attends to)
+
+
+@helper
+def dsa_sol_ms(kind, x0, x1, x2, par):
+    """Roofline of one DSA module call, ms: sparse MLA over min(context, topk) latent keys.
+
+    Only ever used as a ratio (ragged grid brackets, the utilisation hold outside the grid);
+    AISimulate's own "regime-aware" DSA SOL is not documented, so this is an approximation.
+    """
+    d = par[PAR_HEAD_DIM]
+    topk = par[PAR_WINDOW]
+    if kind == KIND_DSA_CONTEXT:
+        heads = par[PAR_NUM_KV_HEADS]
+        new = x1
+        b = x2
+        ctx = x0 - 1.0 + new
+    else:
+        heads = x0
+        new = 1.0
+        b = x1
+        ctx = x2
+    keys = ctx if ctx < topk else topk
+    flops = 2.0 * b * new * heads * d * 2.0 * keys
+    nbytes = b * (ctx * d * par[PAR_KV_BYTES] + new * heads * d * 2.0 * 2.0)
+    compute = flops / par[PAR_FLOPS]
+    memory = nbytes / par[PAR_MEM_BW]
+    return (compute if compute > memory else memory) * 1000.0
 
 
 @helper
@@ -43,6 +75,8 @@ def attention_sol_ms(kind, heads, x1, x2, par):
     generation (x1 = batch b, x2 = kv s): FLOPs 2 b n d 2 (s - 1),
       bytes b (n d 2 + 2 n_kv (s - 1) d kv_bytes + n d 2).
     """
+    if kind >= KIND_DSA_CONTEXT:
+        return dsa_sol_ms(kind, heads, x1, x2, par)
     d = par[PAR_HEAD_DIM]
     n_kv = heads if par[PAR_MHA] != 0.0 else par[PAR_NUM_KV_HEADS]
     kvb = par[PAR_KV_BYTES]

@@ -30,6 +30,7 @@ from aisim.kernels.optime_attention import (
 )
 from aisim.kernels.optime_comm import allreduce_sol_ms
 from aisim.kernels.optime_gemm import _median3, gemm_sol_ms
+from aisim.kernels.optime_moe import MOE_DP, moe_le
 from aisim.kernels.optime_pass import (
     C_AR_ELEM_BYTES,
     C_CTX_EXTRA_MS,
@@ -48,6 +49,7 @@ from aisim.kernels.optime_pass import (
     OP_ATTN_GENERATION,
     OP_GEMM_REQUESTS,
     OP_GEMM_TOKENS,
+    OP_MOE,
     _op_ms,
 )
 
@@ -362,7 +364,11 @@ def _op_le(plan, i, tokens, requests, batch, seq, prefix):
                                          plan.gen_en, plan.gen_par, plan.scratch_d,
                                          plan.scratch_i)
         return table + consts[C_GEN_EXTRA_MS], e
-    # memory ops, p2p: analytic, no energy evidence
+    if kind == OP_MOE:
+        return moe_le(tokens * plan.moe_par[MOE_DP], plan.moe_x, plan.moe_y, plan.moe_en,
+                      plan.moe_par)
+    # memory ops, p2p: analytic; DSA modules, NCCL and the MoE overlap: tables without power
+    # (AISimulate reports them without energy evidence)
     return _op_ms(plan, i, tokens, requests, batch, seq, prefix), 0.0
 
 

@@ -15,6 +15,8 @@ generation op at batch x (1 + nextn) tokens and kv length ctx.
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.optime_attention import (
     KIND_CONTEXT,
+    KIND_DSA_CONTEXT,
+    KIND_DSA_GENERATION,
     KIND_GENERATION,
     attention_sol_ms,
     generation_5sample_ms,
@@ -22,6 +24,7 @@ from aisim.kernels.optime_attention import (
 )
 from aisim.kernels.optime_comm import allreduce_latency_ms, allreduce_sol_ms
 from aisim.kernels.optime_gemm import gemm_latency_ms, gemm_sol_ms
+from aisim.kernels.optime_moe import MOE_DP, moe_le
 
 # op kinds
 OP_MEM_TOKENS = 0      # memory op, bytes = tokens x param
@@ -31,6 +34,13 @@ OP_ATTN_CONTEXT = 3
 OP_ATTN_GENERATION = 4
 OP_ALLREDUCE = 5       # elements = tokens x param
 OP_P2P = 6             # bytes = tokens x param, over the inter-node link
+# MoE / DeepSeek family (aisim.timing.plan_moe)
+OP_DSA_CONTEXT = 7     # DSA attention module, axes (prefix, new, batch)
+OP_DSA_GENERATION = 8  # DSA attention module, axes (heads, batch, kv)
+OP_MOE = 9             # routed experts at global tokens = tokens x attention-DP
+OP_NCCL_ALL_GATHER = 10      # elements = tokens x param
+OP_NCCL_REDUCE_SCATTER = 11  # elements = tokens x param
+OP_OVERLAP = 12        # max(sum of ops [A_LO, B_LO), sum of ops [B_LO, B_HI)), per layer
 
 MODE_SILICON = 0
 MODE_SOL = 1
@@ -53,7 +63,12 @@ C_CTX_EXTRA_MS = 13     # fused context extras per layer, SILICON (x1.1 applied)
 C_CTX_EXTRA_SOL_MS = 14
 C_GEN_EXTRA_MS = 15
 C_GEN_EXTRA_SOL_MS = 16
-NUM_CONSTS = 17
+C_NCCL_GPUS = 17        # MoE dispatch group (moe_tp x moe_ep)
+C_OVL_A_LO = 18         # overlap groups: hidden ops stored after C_NUM_OPS
+C_OVL_B_LO = 19
+C_OVL_B_HI = 20
+C_DISPATCH_AR = 21      # 1: MoE dispatch also allreduces over the attention-TP group
+NUM_CONSTS = 22
 
 
 @helper
@@ -77,6 +92,22 @@ def _gemm_ms(plan, g, m):
 @kernel
 def _op_ms(plan, i, tokens, requests, batch, seq, prefix):
     """Latency of op i for one layer (before its scale factor)."""
+    if plan.op_kind[i] == OP_OVERLAP:
+        # decode-time overlap of the routed-expert branch (A) with the shared expert (B)
+        consts = plan.consts
+        a = 0.0
+        for j in range(int(consts[C_OVL_A_LO]), int(consts[C_OVL_B_LO])):
+            a += _leaf_ms(plan, j, tokens, requests, batch, seq, prefix)
+        b = 0.0
+        for j in range(int(consts[C_OVL_B_LO]), int(consts[C_OVL_B_HI])):
+            b += _leaf_ms(plan, j, tokens, requests, batch, seq, prefix)
+        return a if a >= b else b
+    return _leaf_ms(plan, i, tokens, requests, batch, seq, prefix)
+
+
+@kernel
+def _leaf_ms(plan, i, tokens, requests, batch, seq, prefix):
+    """Latency of a non-overlap op i for one layer (before its scale factor)."""
     consts = plan.consts
     kind = plan.op_kind[i]
     sol = consts[C_MODE] == MODE_SOL
@@ -119,6 +150,39 @@ def _op_ms(plan, i, tokens, requests, batch, seq, prefix):
         if sol:
             return nbytes / consts[C_INTER_BW] * 1000.0
         return (nbytes / consts[C_INTER_BW] + consts[C_P2P_LAT_S]) * 1000.0
+    if kind == OP_MOE:
+        lat, _e = moe_le(tokens * plan.moe_par[MOE_DP], plan.moe_x, plan.moe_y, plan.moe_en,
+                         plan.moe_par)
+        return lat
+    if OP_NCCL_ALL_GATHER <= kind <= OP_NCCL_REDUCE_SCATTER:   # consecutive codes
+        # vLLM MoE dispatch / combine: a custom allreduce of tokens x h over the MoE group
+        # when attention is tensor-parallel, plus the NCCL all_gather / reduce_scatter of
+        # tokens x h x attention-DP under attention-DP. An NCCL curve's SOL (bytes (n - 1) / n
+        # / bw) is the allreduce SOL / 2 and only SOL ratios enter its hold, so the allreduce
+        # lookup serves both.
+        dp = plan.moe_par[MOE_DP]
+        ms = 0.0
+        if consts[C_DISPATCH_AR] != 0.0:
+            ms += allreduce_latency_ms(tokens * plan.op_param[i] / dp, plan.ar_x, plan.ar_y,
+                                       consts[C_NCCL_GPUS], 2.0, consts[C_LINK_BW])
+        if dp > 1.0:
+            if kind == OP_NCCL_ALL_GATHER:
+                xs, ys = plan.ag_x, plan.ag_y
+            else:
+                xs, ys = plan.rs_x, plan.rs_y
+            ms += allreduce_latency_ms(tokens * plan.op_param[i], xs, ys, consts[C_NCCL_GPUS],
+                                       2.0, consts[C_LINK_BW])
+        return ms
+    if kind == OP_DSA_CONTEXT:
+        return grid_latency_ms(KIND_DSA_CONTEXT, prefix + 1.0, seq - prefix, batch,
+                               plan.dsa_ctx_v0, plan.dsa_ctx_o0, plan.dsa_ctx_v1,
+                               plan.dsa_ctx_o1, plan.dsa_ctx_v2, plan.dsa_ctx_lat,
+                               plan.dsa_ctx_par, plan.scratch_d, plan.scratch_i)
+    if kind == OP_DSA_GENERATION:
+        return grid_latency_ms(KIND_DSA_GENERATION, consts[C_HEADS], batch, seq,
+                               plan.dsa_gen_v0, plan.dsa_gen_o0, plan.dsa_gen_v1,
+                               plan.dsa_gen_o1, plan.dsa_gen_v2, plan.dsa_gen_lat,
+                               plan.dsa_gen_par, plan.scratch_d, plan.scratch_i)
     return 0.0
 
 
@@ -156,6 +220,21 @@ def price_decode(plan, batch, ctx, out_ms):
     total = 0.0
     for i in range(int(plan.consts[C_NUM_CTX_OPS]), int(plan.consts[C_NUM_OPS])):
         ms = _op_ms(plan, i, eff, eff, eff, float(ctx), 0.0) * plan.op_scale[i]
+        out_ms[i] = ms
+        total += ms
+    return total
+
+
+@kernel
+def price_range(plan, lo, hi, tokens, requests, batch, seq, prefix, out_ms):
+    """Ops [lo, hi) at explicit (tokens, requests, batch, seq, prefix); returns their sum.
+
+    For compositions other than the simulator's (the FPM API's 3-pass mixed pass, timing.md
+    2.3). Mutates out_ms[lo:hi].
+    """
+    total = 0.0
+    for i in range(lo, hi):
+        ms = _op_ms(plan, i, tokens, requests, batch, seq, prefix) * plan.op_scale[i]
         out_ms[i] = ms
         total += ms
     return total

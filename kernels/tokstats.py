@@ -10,7 +10,7 @@ of the sketch key off the per-token path.
 
 import numpy as np
 
-from aisim.kernels._jit import kernel
+from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     ACC_M2,
     ACC_MAX,
@@ -28,13 +28,13 @@ LOG_GAMMA = np.log1p(2.0 * _ALPHA / (1.0 - _ALPHA))
 INV_LOG_GAMMA = 1.0 / LOG_GAMMA
 
 
-@kernel
+@helper
 def sketch_key(v):
     """DDSketch key of a positive value: ceil(ln v / ln gamma)."""
     return int(np.ceil(np.log(v) * INV_LOG_GAMMA))
 
 
-@kernel
+@helper
 def _merge(stats, row, x, k):
     acc = stats.acc
     n0 = stats.cnt[row, CNT_N]
@@ -61,7 +61,11 @@ def _merge(stats, row, x, k):
 
 @kernel
 def flush_gaps(stats):
-    """Merge the pending run of equal gaps into both distributions."""
+    """Merge the pending zero gaps (MTP bursts) and run of equal gaps into the distributions."""
+    zeros = int(stats.run[2])
+    if zeros > 0:
+        _merge(stats, 0, 0.0, zeros)  # zero gaps have no per-user throughput sample
+        stats.run[2] = 0.0
     k = int(stats.run[1])
     if k == 0:
         return
@@ -72,7 +76,7 @@ def flush_gaps(stats):
     stats.run[1] = 0.0
 
 
-@kernel
+@helper
 def record_gap(stats, gap, count):
     """Add `count` inter-token gaps of `gap` ms; negative gaps count as 0 (AISimulate clamps)."""
     if gap < 0.0:

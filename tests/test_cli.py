@@ -163,8 +163,18 @@ def test_op_level_timing_runs_from_the_shipped_table(tmp_path: Path) -> None:
     assert out["completed_requests"] == 12 and out["mean_ttft_ms"] > 0
 
 
-def test_op_level_timing_for_moe_models_is_not_available_yet(tmp_path: Path) -> None:
+def test_op_level_timing_for_moe_needs_matching_moe_parallelism(tmp_path: Path) -> None:
     text = OP_LEVEL.replace("Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B")
-    res = _run(tmp_path, text)
+    res = _run(tmp_path, text)   # tensor 4, moe_tensor x moe_expert 1
     assert res.exit_code == 2
-    assert "engine.workers.aggregated.timing" in res.stderr and "not available yet" in res.stderr
+    assert "engine.workers.aggregated.timing" in res.stderr
+    assert "must equal moe_tensor x moe_expert" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_op_level_timing_runs_for_moe_models(tmp_path: Path) -> None:
+    text = OP_LEVEL.replace("Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B").replace(
+        "tensor: 4", "tensor: 4, moe_expert: 4")
+    res = _run(tmp_path, text, "--format", "json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["completed_requests"] == 12 and out["mean_ttft_ms"] > 0

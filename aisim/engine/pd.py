@@ -132,6 +132,7 @@ def _run(
         stats,
         log,
         st.allocate_mtp(0, None, 1),
+        st.allocate_passlog(1),
         _params(sp, Role.PREFILL, n, capture),
         req_p,
         ranks_p,

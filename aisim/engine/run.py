@@ -23,6 +23,7 @@ class SimResult:
     log: st.AdmissionLog | None
     sim_ms: float  # host time of the kernel call
     memo: st.TimingMemo | None = None  # op-level runs: the energy accumulators
+    passes: st.PassLog | None = None  # capture_passes: one row per rank per pass
 
 
 def load_engine(spec: EngineSpec) -> None:
@@ -34,13 +35,18 @@ def load_engine(spec: EngineSpec) -> None:
     run_aggregated(spec.kernel_params(False)._replace(max_seqs=1, num_blocks=1, num_workers=1,
                                                       dp_size=1),
                    *state, np.zeros(0, dtype=np.uint64), st.placeholder_plan(),
-                   st.allocate_memo(1, 16), st.allocate_mtp(spec.nextn, spec.nextn_accepted, 1))
+                   st.allocate_memo(1, 16), st.allocate_mtp(spec.nextn, spec.nextn_accepted, 1),
+                   st.allocate_passlog(1))
 
 
 def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
              lazy_decode: bool = True, check_invariants: bool = False,
-             plan=None) -> SimResult:
-    """Run the event loop; `plan` is the op-level PassPlan when spec.timing == "op_level"."""
+             plan=None, capture_passes: bool = False, memo=None) -> SimResult:
+    """Run the event loop; `plan` is the op-level PassPlan when spec.timing == "op_level".
+
+    `memo` (op-level only) may be a TimingMemo of the same plan reused from an earlier run (a
+    sweep's shared pass-time memo): its cached prices are kept, its run accumulators zeroed.
+    """
     from aisim.kernels.codes import RunResult
     from aisim.kernels.loop import run_aggregated
 
@@ -49,13 +55,18 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
     row_blocks = -(-longest // spec.block_size) + 1
     max_running = max(1, min(spec.max_seqs, n))
     log_capacity = 2 * n + 16 if capture else 1
-    params = spec.kernel_params(capture, lazy_decode, check_invariants)
+    params = spec.kernel_params(capture, lazy_decode, check_invariants, capture_passes)
     if spec.timing == "op_level":
         if plan is None:
             raise ValueError("op-level timing needs its PassPlan")
-        arrays, memo = plan.arrays, st.allocate_memo(len(plan.op_names))
+        if memo is None:
+            memo = st.allocate_memo(len(plan.op_names))
+        else:
+            reset_accumulators(memo)
+        arrays = plan.arrays
     else:
         arrays, memo = st.placeholder_plan(), st.allocate_memo(1, 16)
+    pass_rows = _pass_rows_estimate(spec, traffic) if capture_passes else 1
     t0 = time.perf_counter()
     while True:
         req, ranks, blocks, workers, stats, log = st.allocate(
@@ -68,11 +79,19 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         req.pfx_len[:] = traffic.pfx_len
         workers.ready_ms[:] = spec.startup_ms
         mtp = st.allocate_mtp(spec.nextn, spec.nextn_accepted, spec.num_ranks)
+        plog = st.allocate_passlog(pass_rows)
+        if spec.timing == "op_level":
+            reset_accumulators(memo)
         code, where = run_aggregated(params._replace(max_seqs=max_running), req, ranks, blocks,
-                                     workers, stats, log, traffic.pfx_hash, arrays, memo, mtp)
-        if code != RunResult.LOG_FULL:
-            break
-        log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
+                                     workers, stats, log, traffic.pfx_hash, arrays, memo, mtp,
+                                     plog)
+        if code == RunResult.LOG_FULL:
+            log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
+            continue
+        if capture_passes and int(plog.count[0]) > pass_rows:
+            pass_rows = int(plog.count[0])  # the estimate was short: rerun with the exact size
+            continue
+        break
     sim_ms = (time.perf_counter() - t0) * 1000.0
     if code == RunResult.STALLED:
         raise CapacityError(
@@ -85,4 +104,27 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         raise RuntimeError(f"internal error: event loop returned {RunResult(code).name} "
                            f"at worker {where}")
     return SimResult(spec, traffic, req, workers, stats, log if capture else None, sim_ms,
-                     memo if spec.timing == "op_level" else None)
+                     memo if spec.timing == "op_level" else None,
+                     plog if capture_passes else None)
+
+
+def reset_accumulators(memo: st.TimingMemo) -> None:
+    """Zero a memo's per-run sums; its cached prices stay valid for the same plan."""
+    memo.acc_ms[:] = 0.0
+    memo.acc_energy[:] = 0.0
+    memo.acc_covered[:] = 0.0
+    memo.evals[:] = 0
+
+
+def _pass_rows_estimate(spec: EngineSpec, traffic: Traffic) -> int:
+    """Rows a pass capture will probably need: every output token and prompt chunk spread over
+    the batch the load allows (a short estimate costs one rerun, never a wrong table)."""
+    n = len(traffic.prompt_len)
+    if n == 0:
+        return 1
+    tokens = int(traffic.output_len.sum()) + int(
+        (-(-traffic.prompt_len // max(1, spec.max_tokens))).sum())
+    batch = max(1, min(spec.max_seqs * spec.num_ranks, n))
+    if spec.load == "concurrency":
+        batch = max(1, min(batch, spec.concurrency))
+    return int(tokens / batch * 1.25) + 64 * spec.num_ranks

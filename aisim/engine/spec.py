@@ -38,6 +38,11 @@ class KernelParams(NamedTuple):
     lazy_decode: bool  # pass compression; False only to test that it changes nothing
     check_invariants: bool  # debug: check every rank's state after each pass start and end
     nextn: int  # MTP draft tokens per decode step (0 = no MTP)
+    capture_passes: bool = False  # write one PassLog row per rank per pass (--capture-passes)
+    # pass end = start + duration_ns x 1e-6, AISimulate's conversion (bit-exact timestamps on
+    # mla-dp8); off = start + duration_ns / 1e6, which dense runs were pinned with (the two
+    # differ in the last bit; see NOTES, issue 6)
+    ns_clock: bool = False
     role: int = 0  # kernels.codes.Role: aggregated, or the prefill / decode side of P/D
 
 
@@ -75,6 +80,9 @@ class EngineSpec:
     database_mode: str = "SILICON"
     nextn: int = 0  # native MTP depth
     nextn_accepted: float | None = None  # mean accepted drafts per step (required iff nextn)
+    moe_tensor: int = 1   # MoE parallelism (op-level pricing of MoE models)
+    moe_expert: int = 1
+    enable_shared_layer: bool | None = None   # False: primary table source only
 
     @property
     def num_ranks(self) -> int:
@@ -86,7 +94,8 @@ class EngineSpec:
         return self.tensor * self.dp_size
 
     def kernel_params(self, capture: bool, lazy_decode: bool = True,
-                      check_invariants: bool = False) -> KernelParams:
+                      check_invariants: bool = False,
+                      capture_passes: bool = False) -> KernelParams:
         return KernelParams(
             backend=int(Backend.TRTLLM if self.backend == "trtllm" else Backend.VLLM),
             block_size=self.block_size,
@@ -110,6 +119,8 @@ class EngineSpec:
             lazy_decode=bool(lazy_decode) and self.nextn == 0,
             check_invariants=bool(check_invariants),
             nextn=int(self.nextn),
+            capture_passes=bool(capture_passes),
+            ns_clock=self.timing == "op_level" and self.model.num_experts > 0,
         )
 
 
@@ -171,6 +182,9 @@ def resolve_role(cfg, role: str) -> EngineSpec:
         prefill_interval=(worker.scheduler.prefill_schedule_interval
                           if eng.backend == "vllm" and par.attention_data > 1 else 1),
         timing=timing_kind,
+        moe_tensor=par.moe_tensor,
+        moe_expert=par.moe_expert,
+        enable_shared_layer=eng.enable_shared_layer,
         backend_version=eng.backend_version,
         database_mode=str(getattr(timing, "database_mode", None) or eng.database_mode).upper(),
         prefill_ms=float(getattr(timing, "prefill_ms", 0.0) or 0.0),

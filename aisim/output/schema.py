@@ -38,3 +38,12 @@ REQUEST_COLUMNS = [
 ]
 
 REQUESTS_SCHEMA = pa.schema(REQUEST_COLUMNS)
+
+
+def table_metadata(table: str, provenance: dict) -> dict[bytes, bytes]:
+    """Schema-level metadata of every aisim parquet table: which table, schema version, aisim
+    version, config hash and op-table hash; never a host clock (same run, same bytes)."""
+    import json
+
+    info = {"table": table, "schema_version": SCHEMA_VERSION, **provenance}
+    return {b"aisim": json.dumps(info, sort_keys=True).encode()}

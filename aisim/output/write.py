@@ -11,7 +11,8 @@ import json
 import os
 from pathlib import Path
 
-OUTPUT_NAMES = ("prediction.json", "requests.jsonl", "requests.parquet", "prediction.sha256")
+OUTPUT_NAMES = ("prediction.json", "requests.jsonl", "requests.parquet", "prediction.sha256",
+                "summary.parquet", "passes.parquet")
 HOST_FIELDS = ("wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s")
 
 
@@ -41,7 +42,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def write_outputs(out_dir: Path, prediction: dict, records: list[dict] | None,
-                  provenance: dict) -> str:
+                  provenance: dict, passes=None) -> str:
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in OUTPUT_NAMES:  # --overwrite removes only the files aisim writes
         (out_dir / name).unlink(missing_ok=True)
@@ -55,16 +56,32 @@ def write_outputs(out_dir: Path, prediction: dict, records: list[dict] | None,
                         for r in records)
         payloads.append(("requests.jsonl", lines.encode()))
         payloads.append(("requests.parquet", _parquet_bytes(records, provenance)))
+    from aisim.output.summary import summary_table
+
+    payloads.append(("summary.parquet", table_bytes(summary_table(prediction, provenance))))
+    if passes is not None:
+        from aisim.output.passes import passes_table
+
+        payloads.append(("passes.parquet", table_bytes(passes_table(passes, provenance))))
     for name, data in payloads:
         _atomic_write(out_dir / name, data)
     return digest
 
 
-def _parquet_bytes(records: list[dict], provenance: dict) -> bytes:
+def table_bytes(table) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from aisim.output.schema import REQUESTS_SCHEMA, SCHEMA_VERSION
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def requests_table(records: list[dict], provenance: dict):
+    """Per-request records -> requests table (declared schema, units, run metadata)."""
+    import pyarrow as pa
+
+    from aisim.output.schema import REQUESTS_SCHEMA, table_metadata
 
     cols: dict[str, list] = {f.name: [] for f in REQUESTS_SCHEMA}
     for r in records:
@@ -77,10 +94,8 @@ def _parquet_bytes(records: list[dict], provenance: dict) -> bytes:
         for name in cols:
             cols[name].append(row[name])
     table = pa.Table.from_pydict(cols, schema=REQUESTS_SCHEMA)
-    meta = dict(table.schema.metadata or {})
-    meta[b"aisim"] = json.dumps({"schema_version": SCHEMA_VERSION, **provenance},
-                                sort_keys=True).encode()
-    table = table.replace_schema_metadata(meta)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    return sink.getvalue().to_pybytes()
+    return table.replace_schema_metadata(table_metadata("requests", provenance))
+
+
+def _parquet_bytes(records: list[dict], provenance: dict) -> bytes:
+    return table_bytes(requests_table(records, provenance))

@@ -71,15 +71,19 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
     if a.consts[KP.C_MODE] == KP.MODE_SOL:
         return ("sol",) * len(plan.op_names)
     out = []
-    for kind, scale in zip(a.op_kind.tolist(), a.op_scale.tolist(), strict=True):
+    n = len(plan.op_names)   # MoE plans keep the overlap's hidden sub-ops after these
+    for kind, scale in zip(a.op_kind.tolist()[:n], a.op_scale.tolist()[:n], strict=True):
         if kind in (KP.OP_GEMM_TOKENS, KP.OP_GEMM_REQUESTS):
             out.append("silicon")
         elif kind == KP.OP_P2P:
             out.append("empirical" if scale > 0 else "silicon")
         elif kind == KP.OP_ALLREDUCE:
             out.append("silicon" if a.consts[KP.C_TP] > 1 else "empirical")
-        elif kind in (KP.OP_ATTN_CONTEXT, KP.OP_ATTN_GENERATION):
-            out.append("mixed")
+        elif kind in (KP.OP_ATTN_CONTEXT, KP.OP_ATTN_GENERATION, KP.OP_OVERLAP):
+            out.append("mixed")   # table + analytic extras; overlap of table and memory ops
+        elif kind in (KP.OP_DSA_CONTEXT, KP.OP_DSA_GENERATION, KP.OP_MOE,
+                      KP.OP_NCCL_ALL_GATHER, KP.OP_NCCL_REDUCE_SCATTER):
+            out.append("silicon")
         else:
             out.append("empirical")
     return tuple(out)

@@ -29,8 +29,8 @@ _DTYPE_FLOPS = {"bfloat16": "bfloat16_tc_flops", "float16": "bfloat16_tc_flops",
 _DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int8": 1.0,
                 "nvfp4": 0.5}
 
-# attention kernel_source priority ("lane order", timing.md 1.3); lanes not listed follow in
-# row order
+# attention kernel_source priority ("lane order", timing.md 1.3); lanes not listed rank after
+# them. A key slice is priced from its first lane alone (see _attention_nest).
 LANE_ORDER = {
     "vllm": ("vllm_flashinfer_trtllmprefill", "vllm_flashinfer_trtllmdecode",
              "vllm_triton_attn"),
@@ -93,6 +93,44 @@ class DensePlan(NamedTuple):
     ctx_en: np.ndarray        # parallel to ctx_lat
     gen_en: np.ndarray        # parallel to gen_lat
     ar_en: np.ndarray         # parallel to ar_y
+    # MoE / DeepSeek family (aisim.timing.plan_moe); one-element placeholders in dense plans
+    dsa_ctx_v0: np.ndarray    # DSA context module nest: prefix + 1 -> new tokens -> batch
+    dsa_ctx_o0: np.ndarray
+    dsa_ctx_v1: np.ndarray
+    dsa_ctx_o1: np.ndarray
+    dsa_ctx_v2: np.ndarray
+    dsa_ctx_lat: np.ndarray
+    dsa_ctx_par: np.ndarray
+    dsa_gen_v0: np.ndarray    # DSA generation module nest: heads -> batch -> kv
+    dsa_gen_o0: np.ndarray
+    dsa_gen_v1: np.ndarray
+    dsa_gen_o1: np.ndarray
+    dsa_gen_v2: np.ndarray
+    dsa_gen_lat: np.ndarray
+    dsa_gen_par: np.ndarray
+    moe_x: np.ndarray         # float64 global tokens
+    moe_y: np.ndarray         # float64 ms per layer
+    moe_en: np.ndarray        # parallel to moe_y
+    moe_par: np.ndarray       # float64[optime_moe.MOE_PAR_SIZE]
+    ag_x: np.ndarray          # NCCL all_gather curve over message elements
+    ag_y: np.ndarray
+    rs_x: np.ndarray          # NCCL reduce_scatter curve
+    rs_y: np.ndarray
+
+
+def no_moe_arrays() -> dict[str, np.ndarray]:
+    """Placeholders for the MoE / DSA fields of a plan whose model has none."""
+    from aisim.kernels import optime_moe as KM
+
+    nest = _empty_nest()
+    out = {}
+    for prefix in ("dsa_ctx", "dsa_gen"):
+        out.update({f"{prefix}_{k}": v.copy() for k, v in nest.items() if k != "en"})
+        out[f"{prefix}_par"] = np.zeros(KA.PAR_SIZE, np.float64)
+    out.update(moe_x=np.ones(1), moe_y=np.ones(1), moe_en=np.zeros(1),
+               moe_par=np.ones(KM.MOE_PAR_SIZE), ag_x=np.ones(1), ag_y=np.ones(1),
+               rs_x=np.ones(1), rs_y=np.ones(1))
+    return out
 
 
 @dataclass(frozen=True)
@@ -271,6 +309,7 @@ def build_dense_plan(model: ModelArch, tables: Tables, system: dict, *, backend:
         scratch_d=np.zeros(8, np.float64), scratch_i=np.zeros(8, np.int64),
         ctx_en=ctx_nest["en"], gen_en=gen_nest["en"],
         ar_en=np.ascontiguousarray(ar_en, np.float64),
+        **no_moe_arrays(),
     )
     return PassPlan(arrays=arrays, op_names=tuple(names), num_ctx_ops=num_ctx,
                     model_id=model.model_id, backend=backend, version=version, mode=mode,
@@ -438,7 +477,11 @@ def _attention_nest(tables: Tables, family: str, backend: str, fmha_dtype: str,
     rank = {lane: i for i, lane in enumerate(lanes)}
     ks = c["kernel_source"][idx]
     lane_rank = np.array([rank.get(str(s) or "default", len(lanes)) for s in ks], np.int64)
-    idx = idx[np.argsort(lane_rank, kind="stable")]
+    # One lane per key: the first lane of the order that has rows for it, alone. The others
+    # never fill its gaps, so in vLLM the trtllmdecode isl = 1 context rows stay unused and a
+    # prefill below isl 16 falls to the utilisation hold over the trtllmprefill leaves (pinned
+    # in tests/golden_optable/attention_corners.json).
+    idx = idx[lane_rank == lane_rank.min()]
     gen = family == "generation_attention"
     leaves: dict[tuple[int, int, int], float] = {}
     heads_a = c["num_heads"][idx].tolist()

@@ -52,6 +52,36 @@ class PassPricer:
         return total
 
 
+    def fpm_mixed(self, prefill: tuple[int, int, int], decode: tuple[int, int]) -> float:
+        """The FPM / AIC API's 3-pass mixed pass (timing.md 2.3), NOT what the simulator uses.
+
+        Every non-attention context op at m = prefill tokens + decode tokens x (1 + nextn)
+        (the logits GEMM at m = 1), context attention at the prefill shape, generation
+        attention at the decode shape.
+        """
+        batch, isl, prefix = prefill
+        _check(batch, isl, prefix)
+        dec_batch, ctx = decode
+        a = self.plan.arrays
+        nextn = int(a.consts[optime_pass.C_NEXTN])
+        new_tokens = float(batch * (isl - prefix))
+        tokens = new_tokens + float(dec_batch * (1 + nextn))
+        n = self.plan.num_ctx_ops
+        attn = self.plan.op_names.index("context_attention")
+        gen_attn = self.plan.op_names.index("generation_attention")
+        total = 0.0
+        for i in range(n):
+            if i == attn:
+                args = (new_tokens, float(batch), float(batch), float(isl), float(prefix))
+            else:
+                args = (tokens, 1.0, float(batch), float(isl), float(prefix))
+            total += optime_pass.price_range(a, i, i + 1, *args, self._out)
+        eff = float(dec_batch * (1 + nextn))
+        total += optime_pass.price_range(a, gen_attn, gen_attn + 1, eff, eff, eff, float(ctx),
+                                         0.0, self._out)
+        return float(total)
+
+
 def _check(batch: int, isl: int, prefix: int) -> None:
     if batch < 1 or isl < 1 or prefix < 0 or prefix >= isl:
         raise ValueError(f"prefill needs batch >= 1 and 0 <= prefix < isl, got {batch}, {isl}, "

@@ -23,11 +23,14 @@ def data_version(backend: str, requested: str | None) -> str:
 
 
 def plan_for(spec, where: str):
-    """The resolved dense op plan for the spec's model, parallelism, backend and mode."""
+    """The resolved op plan for the spec's model, parallelism, backend and mode."""
     from aisim.timing.plan import build_dense_plan
+    from aisim.timing.plan_moe import is_moe_model
     from aisim.timing.tables import load_tables
 
     model = spec.model
+    if is_moe_model(model):
+        return _moe_plan_for(spec, where)
     if model.model_type not in DENSE_MODEL_TYPES:
         raise NotAvailableError(
             f"{where}.timing: op-level timing for {model.model_id} ({model.model_type or 'MoE'} "
@@ -47,6 +50,38 @@ def plan_for(spec, where: str):
     return plan
 
 
+def _moe_plan_for(spec, where: str):
+    from aisim.errors import AisimError
+    from aisim.timing.plan_moe import build_moe_plan
+    from aisim.timing.tables import MOE_FAMILIES, load_tables
+
+    version = data_version(spec.backend, spec.backend_version)
+    args = {"backend": spec.backend, "version": version, "tensor_parallel": spec.tensor,
+            "pipeline_parallel": spec.pipeline, "attention_dp": spec.dp_size,
+            "moe_tensor": spec.moe_tensor, "moe_expert": spec.moe_expert,
+            "mode": spec.database_mode, "nextn": spec.nextn}
+    primary_only = spec.enable_shared_layer is False
+    path = _cache_path(spec.model, {**args, "primary_only": primary_only})
+    cached = _load(path)
+    if cached is not None:
+        return cached
+    tables, system = load_tables("b200_sxm", spec.backend, version, MOE_FAMILIES)
+    if primary_only:
+        # enable_shared_layer: false = the requested version's own rows only (timing.md 2.4):
+        # no reuse.yaml donors, no sibling versions (DeepSeek then has no fp8_block GEMMs)
+        tables = {fam: ({k: np.asarray(v)[np.asarray(cols["src"]) == 0]
+                         for k, v in cols.items()} if "src" in cols else cols)
+                  for fam, cols in tables.items()}
+    try:
+        plan = build_moe_plan(spec.model, tables, system, **args)
+    except NotAvailableError as exc:
+        raise NotAvailableError(f"{where}.timing: {exc}") from None
+    except AisimError as exc:
+        raise type(exc)(f"{where}.timing: {exc}") from None
+    _store(path, plan)
+    return plan
+
+
 # Resolving a plan reads ~7 MB of tables and takes ~0.3 s; the result is a pure function of the
 # model, parallelism, backend, version, mode, table contents and the plan code, so it is cached
 # on disk under a hash of all of those (same arrays, same results, a few ms to load).
@@ -58,7 +93,7 @@ def _cache_path(model, args: dict) -> Path:
     manifest = resources.files("aisim.data") / "optables" / "b200_sxm" / "manifest.json"
     digest.update(manifest.read_bytes())
     here = Path(__file__).parent
-    for name in ("plan.py", "tables.py", "provider.py"):
+    for name in ("plan.py", "plan_moe.py", "tables.py", "provider.py"):
         digest.update((here / name).read_bytes())
     base = os.environ.get("AISIM_PLAN_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aisim", "plans")

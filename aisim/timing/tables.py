@@ -26,6 +26,10 @@ def ordered_rows(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 FAMILIES = ("gemm", "context_attention", "generation_attention", "custom_allreduce")
+# what the MoE / DeepSeek plan reads (aisim.timing.plan_moe)
+MOE_FAMILIES = ("gemm", "context_attention", "generation_attention", "custom_allreduce",
+                "dsa_context_module", "dsa_generation_module", "mla_context_module",
+                "mla_generation_module", "moe", "nccl")
 
 
 def from_optable(optable, families: tuple[str, ...] = FAMILIES) -> Tables:
@@ -37,6 +41,8 @@ def from_optable(optable, families: tuple[str, ...] = FAMILIES) -> Tables:
     """
     out: Tables = {}
     for family in families:
+        if family not in optable.families:
+            continue   # the planner names the missing family when it needs it
         cols = dict(optable.columns(family))
         cats = optable.categories(family)
         for name in list(cols):
@@ -58,9 +64,10 @@ def from_optable(optable, families: tuple[str, ...] = FAMILIES) -> Tables:
     return out
 
 
-def load_tables(hardware: str, backend: str, version: str) -> tuple[Tables, dict]:
+def load_tables(hardware: str, backend: str, version: str,
+                families: tuple[str, ...] = FAMILIES) -> tuple[Tables, dict]:
     """(tables in dict form, system constants) from the shipped compiled op-time table."""
     from aisim.optable.load import load_optable
 
     optable = load_optable(hardware, backend, version)
-    return from_optable(optable), optable.system
+    return from_optable(optable, families), optable.system

@@ -1,0 +1,152 @@
+"""Python API for notebooks and scripts; the `aisim` CLI is a thin layer over it.
+
+    import aisim
+    r = aisim.predict("dense-vllm.yaml", capture_passes=True)
+    r.summary["mean_ttft_ms"]; r.requests; r.passes     # dict, pyarrow Tables
+    t = aisim.sweep("dense-vllm.yaml", grid={"traffic.load.concurrency": [1, 8, 64]}, jobs=2)
+    t.to_pandas()
+
+`config` is a path, a YAML string or a dict of the AISimulate-style config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Result:
+    """One simulated deployment."""
+
+    summary: dict  # the prediction.json fields (host wall-clock ones included, as printed)
+    prediction_sha256: str  # hash of the deterministic fields
+    records: list[dict] | None = field(default=None, repr=False)  # requests.jsonl records
+    provenance: dict = field(default_factory=dict)
+    _prediction: object = field(default=None, repr=False)
+    _passes: object = field(default=None, repr=False)
+
+    @property
+    def requests(self):
+        """requests table (pyarrow) when captured, else None."""
+        if self.records is None:
+            return None
+        from aisim.output.write import requests_table
+
+        return requests_table(self.records, self.provenance)
+
+    @property
+    def passes(self):
+        """passes table (pyarrow) when captured, else None."""
+        if self._passes is None:
+            return None
+        from aisim.output.passes import passes_table
+
+        return passes_table(self._passes, self.provenance)
+
+    @property
+    def summary_table(self):
+        from aisim.output.summary import summary_table
+
+        return summary_table(self.summary, self.provenance)
+
+    def write(self, out_dir: str | Path, overwrite: bool = False) -> str:
+        """Write prediction.json, summary.parquet and the captured tables; returns the hash."""
+        from aisim.output.write import check_output_dir, write_outputs
+
+        out_dir = Path(out_dir)
+        check_output_dir(out_dir, overwrite)
+        prediction = dict(self.summary)
+        if self.records is not None:
+            prediction["per_request"] = self.records
+        return write_outputs(out_dir, prediction, self.records, self.provenance, self._passes)
+
+
+def _load(config, overrides: tuple[str, ...]):
+    """-> (validated Config, config hash) from a path, a YAML string or a dict."""
+    from aisim.config import apply_overrides, load_config, parse_config
+    from aisim.config.load import parse_yaml
+    from aisim.errors import ConfigError
+    from aisim.predict import config_sha256
+
+    if isinstance(config, Path) or (isinstance(config, str) and "\n" not in config
+                                    and config.strip().endswith((".yaml", ".yml"))):
+        return load_config(config, overrides), config_sha256(str(config), overrides)
+    if isinstance(config, str):
+        raw, text = parse_yaml(config, "<config>"), config
+    elif isinstance(config, dict):
+        raw, text = config, json.dumps(config, sort_keys=True, default=str)
+    else:
+        raise ConfigError(f"config: expected a path, a YAML string or a dict, got "
+                          f"{type(config).__name__}")
+    if not isinstance(raw, dict):
+        raise ConfigError("<config>: the config must be one mapping (traffic:, engine:, ...)")
+    h = hashlib.sha256(text.encode())
+    for o in overrides:
+        h.update(b"\0" + o.encode())
+    cfg = parse_config(apply_overrides(raw, overrides, source="<config>"), "<config>")
+    return cfg, h.hexdigest()
+
+
+def predict(config, *, overrides=(), capture_requests: bool = False,
+            capture_passes: bool = False) -> Result:
+    """Simulate one deployment (what `aisim predict` does) and return its results."""
+    from aisim.output.write import prediction_sha256
+    from aisim.predict import predict_config, provenance
+
+    overrides = tuple(overrides)
+    cfg, digest = _load(config, overrides)
+    pred = predict_config(cfg, digest, capture_requests, capture_passes)
+    summary = {k: v for k, v in pred.prediction.items() if k != "per_request"}
+    return Result(summary, prediction_sha256(summary), pred.records, provenance(pred), pred,
+                  pred.passes)
+
+
+def sweep(config, grid=None, *, sweep_file=None, out_dir=None, jobs: int = 1,
+          executor: str = "local", ray_address: str | None = None,
+          capture_requests: bool = False, overrides=(), progress: bool = False):
+    """Run a grid of overrides over a base config; returns the sweep table (pyarrow).
+
+    grid: {path: [values]} (a cartesian product) and/or sweep_file (product and zip groups).
+    out_dir: where sweep.parquet, points/ and requests/ go (re-running skips finished points).
+    """
+    from aisim.errors import ConfigError
+    from aisim.sweep.grid import expand, load_sweep_yaml
+    from aisim.sweep.progress import Progress
+    from aisim.sweep.run import run_sweep
+
+    dims = []
+    if sweep_file is not None:
+        dims.extend(load_sweep_yaml(sweep_file))
+    for key, values in (grid or {}).items():
+        if not isinstance(values, list | tuple) or not values:
+            raise ConfigError(f"grid: {key}: expected a non-empty list of values")
+        dims.append(((key, list(values)),))
+    if not dims:
+        raise ConfigError("sweep: nothing to sweep; give grid= or sweep_file=")
+    out = Path(out_dir) if out_dir is not None else None
+    base = _base_path(config, out)
+    bar = Progress(0) if progress else None
+    return run_sweep(base, expand(dims), out, base_overrides=tuple(overrides), jobs=jobs,
+                     executor=executor, ray_address=ray_address,
+                     capture_requests=capture_requests, progress=bar)
+
+
+def _base_path(config, out: Path | None) -> str:
+    """Sweep points are re-read from a file (by worker processes too): dicts and YAML strings
+    are written to <out_dir>/base.yaml (or a temporary file) first."""
+    import tempfile
+
+    import yaml
+
+    if isinstance(config, Path) or (isinstance(config, str) and "\n" not in config
+                                    and config.strip().endswith((".yaml", ".yml"))):
+        return str(config)
+    text = config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=True)
+    folder = out if out is not None else Path(tempfile.mkdtemp(prefix="aisim-sweep-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "base.yaml"
+    path.write_text(text)
+    return str(path)

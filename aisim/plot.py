@@ -1,0 +1,208 @@
+"""`aisim plot` (optional extra `aisim[plot]`): figures of a sweep or of one captured run.
+
+From a sweep (sweep.parquet):
+  pareto   output throughput per GPU vs output throughput per user, the Pareto frontier drawn;
+  latency  TTFT, ITL and end-to-end latency (mean and p90) against the load column.
+From a run with passes captured (passes.parquet):
+  timeline batch composition (prefill / decode requests), KV blocks used and cached, and the
+           waiting queue over simulated time.
+Long runs are binned in time (means per bin), so a figure stays small whatever the run length.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from aisim.errors import AisimError
+
+_TIMELINE_BINS = 1500
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        raise AisimError("aisim plot needs matplotlib: pip install 'aisim[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, out_dir: Path, stem: str, fmts) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in fmts:
+        path = out_dir / f"{stem}.{fmt}"
+        # no timestamps in the files: the same data gives the same image bytes
+        meta = {"Date": None} if fmt == "svg" else {"Software": None}
+        fig.savefig(path, dpi=120, metadata=meta)
+        paths.append(path)
+    return paths
+
+
+def _ok_rows(table) -> dict[str, np.ndarray]:
+    rows = table.filter(np.array([s == "ok" for s in table.column("status").to_pylist()]))
+    if rows.num_rows == 0:
+        raise AisimError("plot: the sweep has no successful point to draw")
+    return {name: rows.column(name).to_numpy(zero_copy_only=False)
+            for name in rows.column_names}
+
+
+def swept_columns(table) -> list[str]:
+    names = table.column_names
+    return names[names.index("point_id") + 1:names.index("status")]
+
+
+def pareto_front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Indices of the points no other point beats on both x and y, by increasing x."""
+    order = np.lexsort((-y, -x))  # x descending, then y descending
+    keep, best_y = [], -np.inf
+    for i in order:
+        if y[i] > best_y:
+            keep.append(i)
+            best_y = y[i]
+    return np.array(keep[::-1], dtype=np.int64)
+
+
+def gpus(cols: dict) -> np.ndarray:
+    """GPUs of each point: gpu_hours over the simulated duration."""
+    return np.asarray(cols["gpu_hours"], float) * 3.6e6 / np.asarray(cols["duration_ms"], float)
+
+
+def plot_pareto(table, out_dir: Path, fmts, stem: str = "pareto") -> list[Path]:
+    plt = _pyplot()
+    cols = _ok_rows(table)
+    x = np.asarray(cols["mean_output_token_throughput_per_user"], float)
+    y = np.asarray(cols["output_throughput_tok_s"], float) / gpus(cols)
+    front = pareto_front(x, y)
+    fig, ax = plt.subplots(figsize=(7, 5))
+    ax.scatter(x, y, s=18, color="#999999", label="sweep points")
+    ax.plot(x[front], y[front], "o-", color="#1f77b4", label="Pareto frontier")
+    label_cols = swept_columns(table)
+    for i in front:
+        text = ", ".join(f"{c.split('.')[-1]}={cols[c][i]}" for c in label_cols)
+        ax.annotate(text, (x[i], y[i]), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("output throughput per user (tokens/s/user)")
+    ax.set_ylabel("output throughput per GPU (tokens/s/GPU)")
+    ax.set_title("Throughput per GPU vs per user")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    paths = _save(fig, out_dir, stem, fmts)
+    plt.close(fig)
+    return paths
+
+
+def plot_latency(table, out_dir: Path, fmts, x_column: str | None = None,
+                 stem: str = "latency") -> list[Path]:
+    plt = _pyplot()
+    swept = swept_columns(table)
+    x_column = x_column or (swept[0] if swept else None)
+    if x_column not in table.column_names:
+        raise AisimError(f"plot --x {x_column}: no such column in the sweep table")
+    cols = _ok_rows(table)
+    others = [c for c in swept if c != x_column]
+    keys = [tuple(cols[c][i] for c in others) for i in range(len(cols[x_column]))]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    for ax, metric, label in zip(axes, ("ttft_ms", "itl_ms", "e2e_latency_ms"),
+                                 ("TTFT (ms)", "ITL (ms)", "end-to-end latency (ms)"),
+                                 strict=True):
+        for key in sorted(set(keys), key=str):
+            idx = np.array([i for i, k in enumerate(keys) if k == key])
+            xs = np.asarray(cols[x_column][idx], float)
+            order = np.argsort(xs)
+            name = ", ".join(f"{c.split('.')[-1]}={v}" for c, v in zip(others, key,
+                                                                         strict=True))
+            for stat, style in (("mean", "-"), ("p90", "--")):
+                ys = np.asarray(cols[f"{stat}_{metric}"][idx], float)[order]
+                ax.plot(xs[order], ys, style, marker=".", label=f"{stat} {name}".strip())
+        ax.set_xscale("log")
+        ax.set_xlabel(x_column)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Latency vs load")
+    fig.tight_layout()
+    paths = _save(fig, out_dir, stem, fmts)
+    plt.close(fig)
+    return paths
+
+
+def _binned(t: np.ndarray, values: dict[str, np.ndarray], bins: int):
+    """Time-binned means (empty bins dropped)."""
+    edges = np.linspace(t.min(), t.max() if t.max() > t.min() else t.min() + 1.0, bins + 1)
+    which = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)
+    count = np.bincount(which, minlength=bins)
+    used = count > 0
+    centers = ((edges[:-1] + edges[1:]) / 2)[used]
+    return centers, {k: (np.bincount(which, weights=v.astype(float), minlength=bins)[used]
+                         / count[used]) for k, v in values.items()}
+
+
+def plot_timeline(passes, out_dir: Path, fmts, stem: str = "timeline") -> list[Path]:
+    plt = _pyplot()
+    if passes.num_rows == 0:
+        raise AisimError("plot: passes.parquet has no rows")
+    col = {n: passes.column(n).to_numpy(zero_copy_only=False) for n in
+           ("start_ms", "num_prefill", "num_decode", "kv_blocks_used", "kv_blocks_cached",
+            "waiting", "running")}
+    t = col.pop("start_ms") / 1000.0
+    if len(t) > _TIMELINE_BINS:
+        t, col = _binned(t, col, _TIMELINE_BINS)
+    fig, axes = plt.subplots(3, 1, figsize=(10, 7.5), sharex=True)
+    axes[0].stackplot(t, col["num_decode"], col["num_prefill"], labels=("decode", "prefill"),
+                      colors=("#1f77b4", "#ff7f0e"), step="post")
+    axes[0].set_ylabel("requests in pass")
+    axes[0].legend(loc="upper right", fontsize=8)
+    axes[1].plot(t, col["kv_blocks_used"], label="used", drawstyle="steps-post")
+    axes[1].plot(t, col["kv_blocks_cached"], label="cached (evictable)", drawstyle="steps-post")
+    axes[1].set_ylabel("KV blocks per rank")
+    axes[1].legend(loc="upper right", fontsize=8)
+    axes[2].plot(t, col["waiting"], label="waiting", color="#d62728", drawstyle="steps-post")
+    axes[2].plot(t, col["running"], label="running", color="#2ca02c", drawstyle="steps-post")
+    axes[2].set_ylabel("requests")
+    axes[2].set_xlabel("simulated time (s)")
+    axes[2].legend(loc="upper right", fontsize=8)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.suptitle("Scheduler timeline" + (" (time-binned means)" if len(t) >= 2 and
+                                          passes.num_rows > _TIMELINE_BINS else ""))
+    fig.tight_layout()
+    paths = _save(fig, out_dir, stem, fmts)
+    plt.close(fig)
+    return paths
+
+
+def plot_source(source: Path, kinds, out_dir: Path | None, fmts,
+                x_column: str | None = None) -> list[Path]:
+    """The CLI entry: figure out what `source` holds and draw the asked (or default) kinds."""
+    import pyarrow.parquet as pq
+
+    folder = source if source.is_dir() else source.parent
+    sweep = source if source.name == "sweep.parquet" else folder / "sweep.parquet"
+    passes = source if source.name == "passes.parquet" else folder / "passes.parquet"
+    out_dir = out_dir or folder
+    has_sweep = sweep.is_file() and (source.is_dir() or source == sweep)
+    has_passes = passes.is_file() and (source.is_dir() or source == passes)
+    kinds = tuple(kinds) or (("pareto", "latency") if has_sweep else ()) + (
+        ("timeline",) if has_passes else ())
+    if not kinds:
+        raise AisimError(f"plot: {source} holds neither sweep.parquet nor passes.parquet "
+                         "(run aisim sweep, or aisim predict --capture-passes)")
+    paths: list[Path] = []
+    for kind in kinds:
+        if kind in ("pareto", "latency"):
+            if not sweep.is_file():
+                raise AisimError(f"plot --kind {kind}: no sweep.parquet in {folder}")
+            table = pq.read_table(sweep)
+            paths += (plot_pareto(table, out_dir, fmts) if kind == "pareto"
+                      else plot_latency(table, out_dir, fmts, x_column))
+        else:
+            if not passes.is_file():
+                raise AisimError(f"plot --kind timeline: no passes.parquet in {folder} "
+                                 "(aisim predict --capture-passes)")
+            paths += plot_timeline(pq.read_table(passes), out_dir, fmts)
+    return paths

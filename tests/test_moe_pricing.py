@@ -1,0 +1,186 @@
+"""Op-level pricing of DeepSeek-V3.2 (MLA + DSA + MoE) per attention-DP rank (timing.md 2.5).
+
+Golden figures: AISimulate 0.13.0 via shared/reference/optable_golden.json, pinned in
+tests/golden_optable/deepseek_v32_adp8_ep8.json; every case is priced through `aisim estimate`
+(the CLI the user runs), per op and in total, within 1e-9 relative.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from aisim.cli import main
+
+HERE = Path(__file__).parent
+GOLDEN = json.loads((HERE / "golden_optable" / "deepseek_v32_adp8_ep8.json").read_text())
+REL = 1e-9
+
+CONFIG = """\
+traffic:
+  source: {type: synthetic, input_tokens: 1024, output_tokens: 128}
+  load: {type: concurrency, concurrency: 128}
+  stop: {requests: 256}
+engine:
+  mode: aggregated
+  model: deepseek-ai/DeepSeek-V3.2
+  hardware: b200_sxm
+  backend: vllm
+  backend_version: "0.24.0"
+  estimation_mode: op_level
+  database_mode: SILICON
+  fallback_policy: deny
+  enable_shared_layer: true
+  workers:
+    aggregated:
+      parallelism: {replicas: 1, tensor: 1, pipeline: 1, attention_data: 8, moe_tensor: 1,
+                    moe_expert: 8}
+      scheduler: {max_batched_tokens: 8192, max_sequences: 256}
+      kv_cache: {block_size: 64, prefix_caching: true, capacity: {type: fixed, blocks: 16384}}
+      timing: {type: default}
+"""
+
+
+@cache
+def _config_path() -> str:
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="aisim-dsv32-"))
+    path = folder / "dsv32.yaml"
+    path.write_text(CONFIG)
+    return str(path)
+
+
+def _estimate(*args: str) -> dict:
+    res = CliRunner().invoke(main, ["estimate", "-c", _config_path(), *args, "--format",
+                                    "json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def _close(got: float, ref: float) -> bool:
+    return abs(got - ref) <= REL * abs(ref)
+
+
+def _rank_ms(rank: list[int]) -> float:
+    """One rank's FPM: prefill, decode, or the FPM API's 3-pass mixed composition."""
+    n_p, new_sum, kv_sum, n_d, ctx_sum = rank
+    args = []
+    if n_p:
+        new, prefix = new_sum // n_p, kv_sum // n_p
+        args += ["--prefill", f"{n_p}x{new}" + (f"+{prefix}" if prefix else "")]
+    if n_d:
+        args += ["--decode", f"{n_d}x{ctx_sum // n_d}"]
+    if not args:
+        return 0.0
+    out = _estimate(*args)
+    if n_p and n_d:
+        return out["mixed"][0]["fpm_3pass_ms"]
+    return out["passes"][0]["total_ms"]
+
+
+CASES = sorted(GOLDEN["cases"])
+
+
+@pytest.mark.golden
+@pytest.mark.parametrize("case", CASES)
+def test_golden_group_pass(case: str) -> None:
+    c = GOLDEN["cases"][case]
+    got = max(_rank_ms(r) for r in c["ranks"])   # the group pass ends at the slowest rank
+    assert _close(got, c["latency_ms"]), (got, c["latency_ms"])
+
+
+@pytest.mark.golden
+@pytest.mark.parametrize("case", sorted(GOLDEN["per_op_breakdown"]))
+def test_golden_per_op(case: str) -> None:
+    c = GOLDEN["per_op_breakdown"][case]
+    if "prefill" in c:
+        b, isl, prefix = c["prefill"]
+        out = _estimate("--prefill", f"{b}x{isl - prefix}")
+    else:
+        b, ctx = c["decode"]
+        out = _estimate("--decode", f"{b}x{ctx}")
+    (ps,) = out["passes"]
+    got = {o["op"]: o["ms"] for o in ps["ops"]}
+    assert sorted(got) == sorted(c["ops"])
+    for name, ref in c["ops"].items():
+        assert _close(got[name], ref) or abs(got[name] - ref) < 1e-15, (name, got[name], ref)
+    assert _close(ps["total_ms"], sum(c["ops"].values()))
+
+
+def test_decode_overlap_groups() -> None:
+    """generation_moe_overlap = max(routed branch, shared expert), each a per-layer sum x 61."""
+    groups = GOLDEN["decode16_moe_overlap_groups_ms"]
+    out = _estimate("--decode", "16x1100")
+    (ps,) = out["passes"]
+    got = {o["op"]: o["ms"] for o in ps["ops"]}["generation_moe_overlap"]
+    a = groups["group_a_router+pre_dispatch+moe+post_dispatch"]["sum"]
+    b = groups["group_b_shared_expert"]["sum"]
+    assert abs(got - max(a, b)) < 1e-5 * max(a, b)   # the pinned group sums carry 5 decimals
+
+
+def test_missing_slice_is_named(tmp_path: Path) -> None:
+    """enable_shared_layer: false drops the 0.25.0 donor rows: no fp8_block GEMM slice, one
+    clear line naming it (AISimulate fails the same way, timing.md 1.3)."""
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(CONFIG.replace("enable_shared_layer: true", "enable_shared_layer: false"))
+    res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
+    assert res.exit_code == 2
+    text = res.output.strip()
+    assert "fp8_block" in text and "shared_gate_up_gemm" in text, text
+    assert "Traceback" not in text and len(text.splitlines()) == 1
+
+
+def test_unsupported_combination_is_named(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(CONFIG.replace("backend: vllm", "backend: trtllm").replace(
+        'backend_version: "0.24.0"', 'backend_version: "1.3.0rc20"').replace(
+        "deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-R1"))
+    res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
+    assert res.exit_code == 2
+    assert "TRT-LLM" in res.output and "Traceback" not in res.output
+
+
+# Single-request AISimulate runs (1 x 1024 prompt, 3 output tokens, replicas 1): TTFT =
+# PREFILL(1, 1024, 0) and the first inter-token gap = DECODE(1, 1025), both rounded to whole ns
+# by the pass clock. (backend, model, tensor, attention_data, moe_tensor, moe_expert) ->
+# (ttft, ttst).
+ANCHORS = {
+    ("vllm", "Qwen/Qwen3-30B-A3B", 1, 1, 1, 1): (17.775728, 4.01788),
+    ("vllm", "Qwen/Qwen3-30B-A3B", 1, 2, 1, 2): (16.535754, 4.949464),
+    ("vllm", "Qwen/Qwen3-30B-A3B", 2, 1, 1, 2): (14.148274, 4.38646),
+    ("vllm", "deepseek-ai/DeepSeek-V3", 1, 8, 1, 8): (201.299273, 15.766182),
+    ("vllm", "deepseek-ai/DeepSeek-V3.2", 1, 8, 1, 8): (241.766673, 18.401382),
+    ("trtllm", "Qwen/Qwen3-30B-A3B", 1, 1, 1, 1): (19.527742, 4.580884),
+    ("trtllm", "Qwen/Qwen3-30B-A3B", 1, 2, 1, 2): (19.10031, 5.691873),
+    ("trtllm", "Qwen/Qwen3-30B-A3B", 2, 1, 1, 2): (14.408254, 4.735238),
+    ("trtllm", "deepseek-ai/DeepSeek-V3.2", 1, 8, 1, 8): (100.313445, 17.999537),
+    ("vllm", "Qwen/Qwen3-235B-A22B", 1, 8, 1, 8): (111.707902, 17.002452),
+    ("vllm", "Qwen/Qwen3-235B-A22B", 8, 1, 1, 8): (31.943534, 9.052808),
+}
+VERSIONS = {"vllm": "0.24.0", "trtllm": "1.3.0rc20"}
+
+
+@pytest.mark.golden
+@pytest.mark.parametrize("key", sorted(ANCHORS), ids=lambda k: "-".join(map(str, k)))
+def test_single_request_anchors(key: tuple, tmp_path: Path) -> None:
+    backend, model, tp, dp, mtp, mep = key
+    cfg = tmp_path / "anchor.yaml"
+    text = CONFIG.replace("backend: vllm", f"backend: {backend}").replace(
+        '"0.24.0"', f'"{VERSIONS[backend]}"')
+    cfg.write_text(text.replace("deepseek-ai/DeepSeek-V3.2", model).replace(
+        "tensor: 1, pipeline: 1, attention_data: 8, moe_tensor: 1,\n                    "
+        "moe_expert: 8",
+        f"tensor: {tp}, pipeline: 1, attention_data: {dp}, moe_tensor: {mtp}, "
+        f"moe_expert: {mep}"))
+    res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--prefill", "1x1024",
+                                    "--decode", "1x1025", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    (mixed,) = json.loads(res.stdout)["mixed"]
+    ttft, ttst = ANCHORS[key]
+    assert mixed["prefill_ns"] == round(ttft * 1e6)
+    assert mixed["decode_ns"] == round(ttst * 1e6)
