@@ -38,8 +38,11 @@ def _config_options(f):
               help="Also write requests.jsonl and requests.parquet (one record per request).")
 @click.option("--capture-passes", is_flag=True,
               help="Also write passes.parquet (one row per scheduler pass per rank).")
+@click.option("--summary-parquet", is_flag=True,
+              help="Also write summary.parquet (implied by either capture flag).")
 def predict(config_path: str, overrides: tuple[str, ...], output_dir: Path | None,
-            overwrite: bool, fmt: str, capture_per_request: bool, capture_passes: bool) -> None:
+            overwrite: bool, fmt: str, capture_per_request: bool, capture_passes: bool,
+            summary_parquet: bool) -> None:
     """Simulate one deployment and report TTFT, TPOT, ITL, E2E latency and throughput."""
     from aisim.errors import NoRequestsCompleted
     from aisim.output.write import check_output_dir, prediction_sha256, write_outputs
@@ -54,7 +57,8 @@ def predict(config_path: str, overrides: tuple[str, ...], output_dir: Path | Non
                           capture_passes=capture_passes)
     if output_dir is not None:
         digest = write_outputs(output_dir, pred.prediction, pred.records, provenance(pred),
-                               pred.passes)
+                               pred.passes,
+                               summary=summary_parquet or capture_per_request or capture_passes)
     else:
         digest = prediction_sha256(pred.prediction)
     if fmt == "json":

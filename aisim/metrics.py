@@ -126,6 +126,8 @@ def summarize(result) -> dict:
     out["total_output_tokens"] = total_out
     out["processed_tokens"] = total_in + total_out
     out["committed_prefill_tokens"] = int(stats.counters[CNT_COMMITTED])
+    if spec.max_time_ms != float("inf"):
+        out["committed_prefill_tokens"] -= _open_pass_prefill(result)
     reused_max = int(req.reused_max[completed].sum())
     reused_first = int(req.reused_first[completed].sum())
     out["prefix_cache_reused_ratio"] = reused_max / total_in if total_in else 0.0
@@ -137,6 +139,8 @@ def summarize(result) -> dict:
     out["decode_gpus_per_worker"] = gpus
     out["prefill_worker_seconds"] = 0.0
     worker_seconds = spec.replicas * duration_s if n_done else 0.0
+    if spec.max_time_ms != float("inf"):
+        worker_seconds = spec.replicas * _cutoff_clock_ms(result) / 1000.0
     out["decode_worker_seconds"] = worker_seconds
     out["gpu_hours"] = worker_seconds * gpus / 3600.0
     if n_done == 0:
@@ -169,6 +173,27 @@ def summarize(result) -> dict:
     out.update(_sketch_stats("output_token_throughput_per_user", stats.acc[1], stats.cnt[1],
                              stats.bins[1]))
     return out
+
+
+def _cutoff_clock_ms(result) -> float:
+    """Virtual time at which a run with a cut-off stopped: its last processed event (a pass end
+    or an arrival); workers are billed until then, not until the last completion."""
+    req = result.req
+    arrived = req.status != ReqStatus.NOT_ARRIVED
+    last_arrival = float(req.arrival_ms[arrived].max()) if arrived.any() else 0.0
+    return max(float(result.ranks.last_end_ms.max()), last_arrival)
+
+
+def _open_pass_prefill(result) -> int:
+    """Prompt tokens scheduled in passes still in flight at the cut-off: the kernels count them
+    when scheduled, AISimulate when the pass ends, which these passes never do."""
+    req, ranks = result.req, result.ranks
+    total = 0
+    for r in np.nonzero(ranks.in_pass)[0]:
+        q = ranks.act_list[r, : ranks.act_len[r]]
+        prefill = req.computed_before[q] < req.prompt_len[q]
+        total += int(req.sched_tokens[q][prefill].sum())
+    return total
 
 
 def power_fields() -> dict:

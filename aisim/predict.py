@@ -58,7 +58,7 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
                    memos=None) -> Prediction:
     """Validated config -> Prediction. `memos` (a dict, optional) keeps one pass-time memo per
     op plan across calls in this process: a sweep's points that share a plan share prices."""
-    from aisim.engine.run import load_engine, simulate
+    from aisim.engine.run import load_engine, simulate_until_cutoff
     from aisim.engine.spec import resolve
     from aisim.metrics import power_fields, summarize
     from aisim.output.records import build_records
@@ -78,9 +78,14 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
             plan, memo = _shared_plan_and_memo(memos, spec, cfg.source_path)
         else:
             plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{spec.role}")
-    traffic = synthetic(spec)
-    result = simulate(spec, traffic, capture=capture, plan=plan,
-                      capture_passes=capture_passes, memo=memo)
+    if spec.trace_path is not None:
+        from aisim.traffic_trace import trace_traffic
+
+        traffic = trace_traffic(spec)
+    else:
+        traffic = synthetic(spec)
+    result = simulate_until_cutoff(spec, traffic, capture=capture, plan=plan,
+                                   capture_passes=capture_passes, memo=memo)
     prediction = dict(summarize(result))
     prediction.update(power_fields())
     if spec.timing == "op_level":

@@ -62,6 +62,10 @@ REQUEST_FIELDS = (
     Field("finishing", np.bool_, "N", False, "flag", "completes at the in-flight pass end"),
     Field("activated", np.bool_, "N", False, "flag",
           "admitted with its whole prompt cached (TRT-LLM): a decode-set member this pass"),
+    Field("no_stats", np.bool_, "N", False, "flag",
+          "its token gaps stay out of the ITL statistics (unfinished at a trace cut-off)"),
+    Field("rej_next", np.int32, "N", -1, "request index",
+          "next request rejected by the same in-flight pass (they settle at its end)"),
     Field("drafting", np.bool_, "N", False, "flag",
           "MTP: its next decode step verifies drafts (cleared by preemption: a recompute "
           "completes with one token)"),
@@ -103,6 +107,8 @@ RANK_FIELDS = (
     Field("held_list", np.int32, "R,S", -1, "request index",
           "P/D prefill side: prompts completed in the latest pass, KV held (source held)"),
     Field("held_len", np.int32, "R", 0, "count", "entries of held_list"),
+    Field("rej_head", np.int32, "R", -1, "request index",
+          "latest request rejected by the in-flight pass (list through rej_next)"),
 )
 
 BLOCK_FIELDS = (
@@ -188,6 +194,8 @@ class RequestState(NamedTuple):
     ev_next: np.ndarray
     finishing: np.ndarray
     activated: np.ndarray
+    no_stats: np.ndarray
+    rej_next: np.ndarray
     drafting: np.ndarray
     draft_slots: np.ndarray
 
@@ -221,6 +229,7 @@ class RankState(NamedTuple):
     cal_head: np.ndarray
     held_list: np.ndarray
     held_len: np.ndarray
+    rej_head: np.ndarray
 
 
 class BlockState(NamedTuple):
@@ -423,6 +432,22 @@ def allocate(n_requests: int, n_ranks: int, n_workers: int, max_running: int,
     stats.acc[:, 3] = np.inf
     stats.acc[:, 4] = -np.inf
     return req, ranks, blocks, workers, stats, log
+
+
+class PrefixKeys(NamedTuple):
+    """Content hashes of shareable leading KV blocks (read by kernels/kv_blocks.block_key)."""
+
+    hashes: np.ndarray  # uint64[*] per request slice (Traffic.pfx_start): prefix content hashes
+    block_src: np.ndarray  # int64[K] slice entry holding everything up to engine block j
+
+
+def prefix_keys(pfx_hash: np.ndarray, src_tokens: int, block_size: int,
+                row_blocks: int) -> PrefixKeys:
+    """One slice entry per engine block (src_tokens 0), or per src_tokens-token source block:
+    engine block j then ends inside source block ((j + 1) x block_size - 1) // src_tokens."""
+    j = np.arange(max(1, row_blocks), dtype=np.int64)
+    src = j if src_tokens == 0 else ((j + 1) * block_size - 1) // src_tokens
+    return PrefixKeys(np.ascontiguousarray(pfx_hash, dtype=np.uint64), src)
 
 
 class TimingMemo(NamedTuple):

@@ -17,6 +17,8 @@ class Traffic(NamedTuple):
     pfx_start: np.ndarray  # int64[N] start of the request's slice of pfx_hash
     pfx_len: np.ndarray  # int32[N] shareable leading blocks
     pfx_hash: np.ndarray  # uint64[*] chained content hashes of shareable blocks
+    row: np.ndarray | None = None  # int64[N] trace file row of each request; None: synthetic
+    pfx_src_tokens: int = 0  # tokens per pfx_hash entry (trace block size); 0: one per KV block
 
 
 def _chain_hashes(contents: np.ndarray) -> np.ndarray:

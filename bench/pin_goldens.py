@@ -78,6 +78,8 @@ def run_one(exe: Path, folder: Path) -> dict:
             capture_output=True,
             text=True,
             check=False,
+            # relative trace paths: AISimulate reads them from its working directory
+            cwd=folder,
         )
         result: dict = {"exit_code": proc.returncode, "prediction": None, "records": None}
         pred_path = out / "prediction.json"

@@ -16,6 +16,7 @@ from aisim.kernels._jit import helper
 _EMPTY = np.uint64(0)
 _OWNER_ONLY = np.uint64(1)
 _UNIQUE_BIT = np.uint64(1) << np.uint64(62)
+_SHARED_MASK = _UNIQUE_BIT - np.uint64(1)  # shared contents keep bit 62 clear
 _MIX_A = np.uint64(0x9E3779B97F4A7C15)
 _MIX_B = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_C = np.uint64(0x94D049BB133111EB)
@@ -34,11 +35,15 @@ def mix64(x):
 def block_key(req, pfx_hash, i, j, rank):
     """Map key of block j of request i on a rank (never 0).
 
-    Leading shareable blocks take their content hash from the request's prefix slice; every
-    other block holds tokens no other request has, so its key is unique to (request, block).
+    Leading shareable blocks take their content from the request's prefix slice: `pfx_hash` is
+    a PrefixKeys whose entry block_src[j] of the slice hashes everything up to block j (one
+    entry per block for synthetic traffic, one per trace hash id for traces, whose blocks may
+    be smaller or larger than the engine's), mixed with j. Every other block holds tokens no
+    other request has, so its key is unique to (request, block).
     """
     if j < req.pfx_len[i]:
-        h = pfx_hash[req.pfx_start[i] + j]
+        h = pfx_hash.hashes[req.pfx_start[i] + pfx_hash.block_src[j]]
+        h = (mix64(h ^ mix64(np.uint64(j + 1))) & _SHARED_MASK) | _OWNER_ONLY
     else:
         h = _UNIQUE_BIT | (np.uint64(i) << np.uint64(24)) | np.uint64(j)
     k = mix64(h ^ mix64(np.uint64(rank)))

@@ -74,6 +74,8 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
         workers.pass_end_ms[w] = t_ms + np.float64(dur_max) * 1e-6
     else:
         workers.pass_end_ms[w] = t_ms + dur_max / 1e6
+    for d in range(p.dp_size):
+        sched.settle_rejections(p, req, ranks, stats, w * p.dp_size + d, workers.pass_end_ms[w])
     workers.busy_ms[w] += dur_max / 1e6
     if p.capture_passes:
         passlog.close_pass(plog, first_row, workers.pass_end_ms[w])
@@ -139,6 +141,8 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
                 t_next = a if a > t else t
         if t_next == np.inf:
             break
+        if t_next > p.max_time_ms:
+            break  # soft cut-off: passes still in flight never end; their requests stay open
         t = t_next
         # --- pass completions at t, in pass-start order
         while True:

@@ -3,12 +3,12 @@
 AISimulate draws Poisson inter-arrival gaps and MTP draft acceptance from this generator
 (behaviour.md 3, 8.2). State is one uint32[8 + 64 + 4] array: key words, a buffer of four
 ChaCha blocks (64 words), then [block counter low, block counter high, buffer index, unused],
-then 32 words of scratch for the block function (kernels do not allocate).
+then 32 words that earlier versions used as scratch (kept so the state layout is stable).
 """
 
 import numpy as np
 
-from aisim.kernels._jit import kernel
+from aisim.kernels._jit import helper, kernel
 
 KEY = 0
 BUF = 8
@@ -18,54 +18,79 @@ STATE_WORDS = 108
 _M32 = np.uint64(0xFFFFFFFF)
 
 
-@kernel
+@helper
 def _rotl(v, c):
-    return ((v << np.uint32(c)) | (v >> np.uint32(32 - c))) & np.uint32(0xFFFFFFFF)
+    # numba widens uint32 arithmetic to 64 bits: the cast keeps the low word (wrap-around)
+    return np.uint32((v << np.uint64(c)) | (v >> np.uint64(32 - c)))
 
 
-@kernel
-def _qr(s, a, b, c, d):
-    s[a] = s[a] + s[b]
-    s[d] = _rotl(s[d] ^ s[a], 16)
-    s[c] = s[c] + s[d]
-    s[b] = _rotl(s[b] ^ s[c], 12)
-    s[a] = s[a] + s[b]
-    s[d] = _rotl(s[d] ^ s[a], 8)
-    s[c] = s[c] + s[d]
-    s[b] = _rotl(s[b] ^ s[c], 7)
+@helper
+def _add(a, b):
+    return np.uint32(a + b)
+
+
+@helper
+def _qr(a, b, c, d):
+    """ChaCha quarter round on four uint32 words held in registers."""
+    a = _add(a, b)
+    d = _rotl(d ^ a, 16)
+    c = _add(c, d)
+    b = _rotl(b ^ c, 12)
+    a = _add(a, b)
+    d = _rotl(d ^ a, 8)
+    c = _add(c, d)
+    b = _rotl(b ^ c, 7)
+    return a, b, c, d
 
 
 @kernel
 def _refill(st):
-    """Fill the buffer with four consecutive ChaCha12 blocks and advance the counter by 4."""
+    """Fill the buffer with four consecutive ChaCha12 blocks and advance the counter by 4.
+
+    The block function works on 16 local words (registers), not on array slots: an array-based
+    version with called quarter rounds cost ~3x more per draw."""
     counter = np.uint64(st[META]) | (np.uint64(st[META + 1]) << np.uint64(32))
-    x = st[SCRATCH:SCRATCH + 16]
-    init = st[SCRATCH + 16:SCRATCH + 32]
+    k0, k1, k2, k3 = st[KEY], st[KEY + 1], st[KEY + 2], st[KEY + 3]
+    k4, k5, k6, k7 = st[KEY + 4], st[KEY + 5], st[KEY + 6], st[KEY + 7]
+    c0 = np.uint32(0x61707865)
+    c1 = np.uint32(0x3320646E)
+    c2 = np.uint32(0x79622D32)
+    c3 = np.uint32(0x6B206574)
+    zero = np.uint32(0)
     for blk in range(4):
         ctr = counter + np.uint64(blk)
-        init[0] = 0x61707865
-        init[1] = 0x3320646E
-        init[2] = 0x79622D32
-        init[3] = 0x6B206574
-        for k in range(8):
-            init[4 + k] = st[KEY + k]
-        init[12] = np.uint32(ctr & _M32)
-        init[13] = np.uint32(ctr >> np.uint64(32))
-        init[14] = 0
-        init[15] = 0
-        for k in range(16):
-            x[k] = init[k]
+        lo = np.uint32(ctr & _M32)
+        hi = np.uint32(ctr >> np.uint64(32))
+        x0, x1, x2, x3 = c0, c1, c2, c3
+        x4, x5, x6, x7 = k0, k1, k2, k3
+        x8, x9, x10, x11 = k4, k5, k6, k7
+        x12, x13, x14, x15 = lo, hi, zero, zero
         for _ in range(6):
-            _qr(x, 0, 4, 8, 12)
-            _qr(x, 1, 5, 9, 13)
-            _qr(x, 2, 6, 10, 14)
-            _qr(x, 3, 7, 11, 15)
-            _qr(x, 0, 5, 10, 15)
-            _qr(x, 1, 6, 11, 12)
-            _qr(x, 2, 7, 8, 13)
-            _qr(x, 3, 4, 9, 14)
-        for k in range(16):
-            st[BUF + 16 * blk + k] = x[k] + init[k]
+            x0, x4, x8, x12 = _qr(x0, x4, x8, x12)
+            x1, x5, x9, x13 = _qr(x1, x5, x9, x13)
+            x2, x6, x10, x14 = _qr(x2, x6, x10, x14)
+            x3, x7, x11, x15 = _qr(x3, x7, x11, x15)
+            x0, x5, x10, x15 = _qr(x0, x5, x10, x15)
+            x1, x6, x11, x12 = _qr(x1, x6, x11, x12)
+            x2, x7, x8, x13 = _qr(x2, x7, x8, x13)
+            x3, x4, x9, x14 = _qr(x3, x4, x9, x14)
+        o = BUF + 16 * blk
+        st[o] = x0 + c0
+        st[o + 1] = x1 + c1
+        st[o + 2] = x2 + c2
+        st[o + 3] = x3 + c3
+        st[o + 4] = x4 + k0
+        st[o + 5] = x5 + k1
+        st[o + 6] = x6 + k2
+        st[o + 7] = x7 + k3
+        st[o + 8] = x8 + k4
+        st[o + 9] = x9 + k5
+        st[o + 10] = x10 + k6
+        st[o + 11] = x11 + k7
+        st[o + 12] = x12 + lo
+        st[o + 13] = x13 + hi
+        st[o + 14] = x14
+        st[o + 15] = x15
     counter += np.uint64(4)
     st[META] = np.uint32(counter & _M32)
     st[META + 1] = np.uint32(counter >> np.uint64(32))
@@ -97,7 +122,7 @@ def next_u32(st):
     return st[BUF + i]
 
 
-@kernel
+@helper
 def next_u64(st):
     """rand_core block-RNG rule: two consecutive words, low first, across a refill if needed."""
     i = st[META + 2]
@@ -116,7 +141,7 @@ def next_u64(st):
     return lo | (hi << np.uint64(32))
 
 
-@kernel
+@helper
 def random_bool(st, p_int, always):
     """Bernoulli draw: `always` (p == 1) accepts without consuming; else next_u64 < p_int."""
     if always:

@@ -134,11 +134,37 @@ def preempt_last(p, req, ranks, blocks, stats, pfx_hash, r):
 
 
 @kernel
-def reject(p, req, stats, i, t_ms):
+def reject(p, req, ranks, stats, r, i, t_ms):
+    """Reject request i at its admission attempt. It is reported (and, closed loop, replaced)
+    when the pass that tried to admit it ends (see settle_rejections)."""
     req.status[i] = ReqStatus.REJECTED
     req.terminal_ms[i] = t_ms
     stats.counters[CNT_REJECTIONS] += 1
-    spawn_next(p, req, stats, t_ms)
+    req.rej_next[i] = ranks.rej_head[r]
+    ranks.rej_head[r] = i
+
+
+@helper
+def settle_rejections(p, req, ranks, stats, r, end_ms):
+    """At the start of rank r's pass: its rejections take effect at the pass end, in order."""
+    i = ranks.rej_head[r]
+    if i < 0:
+        return
+    # the list is newest first: reverse it so replacements spawn in rejection order
+    prev = -1
+    while i >= 0:
+        nxt = req.rej_next[i]
+        req.rej_next[i] = prev
+        prev = i
+        i = nxt
+    i = prev
+    while i >= 0:
+        req.terminal_ms[i] = end_ms
+        spawn_next(p, req, stats, end_ms)
+        nxt = req.rej_next[i]
+        req.rej_next[i] = -1
+        i = nxt
+    ranks.rej_head[r] = -1
 
 
 @helper
@@ -284,7 +310,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
                 too_big = ceil_div(prompt, bs) > nb
         if too_big:
             pop_waiting(req, ranks, r)
-            reject(p, req, stats, q, t_ms)
+            reject(p, req, ranks, stats, r, q, t_ms)
             flags |= SCHED_PROGRESS
             continue
         trt = p.backend == Backend.TRTLLM
@@ -591,24 +617,67 @@ def price_rank(p, req, ranks, r, x, plan, memo):
 def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, r, x, plan, memo, flags):
     """MTP: fix the prefill part, reserve the bursts' KV (preempting the last running request
     until it fits; a victim's prefill stays priced and is lost), price the surviving decode set.
-    Returns (duration_ns, flags)."""
-    bs_p, sum_isl, sum_pfx, _, _ = batch_shape(req, ranks, r, x)
-    while True:
-        victim = mtp_step.reserve_bursts(p, req, ranks, blocks, r, p.nextn)
-        if victim < 0:
-            break
-        if p.backend == Backend.TRTLLM:
-            flags |= SCHED_TRT_PREEMPT
-            break
-        preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
-        flags |= SCHED_PROGRESS
+    Returns (duration_ns, flags).
+
+    One fused sweep over the running requests yields the prefill shape, the decode shape and the
+    burst blocks needed; the members that need blocks are noted in due_list (idle scratch: pass
+    compression is off under MTP), so the common case touches each request once.
+    """
+    bs = p.block_size
+    nextn = p.nextn
+    act_list = ranks.act_list
+    grow = ranks.due_list
+    slot_nblk = blocks.slot_nblk
+    bs_p = 0
+    sum_isl = 0
+    sum_pfx = 0
     bs_d = 0
     sum_ctx = 0
+    need = 0
+    n_grow = 0
     for k in range(ranks.act_len[r]):
-        q = ranks.act_list[r, k]
+        q = act_list[r, k]
+        n = req.sched_tokens[q]
+        prompt = req.prompt_len[q]
+        a = req.computed_before[q]
+        if n > 0 and a < prompt:
+            bs_p += 1
+            sum_isl += min(a + n, prompt)
+            sum_pfx += a
         if mtp_step.in_decode_set(req, q):
+            g = req.num_generated[q]
+            length = prompt + g
             bs_d += 1
-            sum_ctx += req.prompt_len[q] + req.num_generated[q]
+            sum_ctx += length
+            end = length + min(1 + nextn, req.output_len[q] - g)
+            held = slot_nblk[req.slot[q]]
+            if end > held * bs:
+                need += ceil_div(end, bs) - held
+                grow[r, n_grow] = q
+                n_grow += 1
+    if need > 0:
+        if need <= kv.num_free(ranks, r):
+            for j in range(n_grow):
+                q = grow[r, j]
+                g = req.num_generated[q]
+                end = req.prompt_len[q] + g + min(1 + nextn, req.output_len[q] - g)
+                kv.grow_slot(ranks, blocks, r, req.slot[q], ceil_div(end, bs), p.num_blocks)
+        else:
+            while True:
+                if p.backend == Backend.TRTLLM:
+                    flags |= SCHED_TRT_PREEMPT
+                    break
+                preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
+                flags |= SCHED_PROGRESS
+                if mtp_step.reserve_bursts(p, req, ranks, blocks, r, nextn) < 0:
+                    break
+            bs_d = 0
+            sum_ctx = 0
+            for k in range(ranks.act_len[r]):
+                q = act_list[r, k]
+                if mtp_step.in_decode_set(req, q):
+                    bs_d += 1
+                    sum_ctx += req.prompt_len[q] + req.num_generated[q]
     return price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx), flags
 
 
@@ -697,7 +766,9 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                 first_token[q] = t_ms
             else:
                 gap = t_ms - last_token[q]
-                if gap_run[1] > 0.0 and gap == gap_run[0]:
+                if req.no_stats[q]:
+                    pass
+                elif gap_run[1] > 0.0 and gap == gap_run[0]:
                     gap_run[1] += 1.0
                 else:
                     record_gap(stats, gap, 1)
@@ -705,7 +776,8 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                     second_token[q] = t_ms
             if mtp_on(mtp):
                 if burst > 1:
-                    gap_run[2] += burst - 1  # a burst's tokens share one timestamp: ITL 0
+                    if not req.no_stats[q]:
+                        gap_run[2] += burst - 1  # a burst's tokens share one timestamp: ITL 0
                     if g == 0:
                         second_token[q] = t_ms
             last_token[q] = t_ms
@@ -715,7 +787,7 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                 req.finishing[q] = True
                 any_done = True
                 continue
-            if g >= 2 and may_turn_lazy:
+            if g >= 2 and may_turn_lazy and not req.no_stats[q]:  # lazy gaps are all counted
                 lazy.make_lazy(p, req, ranks, blocks, r, q, x)
                 stats.counters[CNT_LAZY] += 1
                 continue

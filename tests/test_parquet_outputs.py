@@ -123,3 +123,13 @@ def test_capture_passes_needs_output_dir(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["predict", "-c", str(cfg), "--capture-passes"])
     assert res.exit_code == 2
     assert "--output-dir" in res.output
+
+
+def test_summary_parquet_only_when_asked(tmp_path: Path) -> None:
+    """A plain prediction skips pyarrow; --summary-parquet (or a capture flag) writes it."""
+    plain = _predict(tmp_path, OP_LEVEL, "plain")
+    assert not (plain / "summary.parquet").exists()
+    asked = _predict(tmp_path, OP_LEVEL, "asked", "--summary-parquet")
+    summary, _ = _check_table(asked / "summary.parquet", "summary")
+    pred = json.loads((asked / "prediction.json").read_text())
+    assert summary.column("mean_ttft_ms")[0].as_py() == pred["mean_ttft_ms"]

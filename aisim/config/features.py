@@ -28,7 +28,7 @@ NOT_YET_AVAILABLE = frozenset(
         "database_mode",  # HYBRID / EMPIRICAL / SOL
         "timing_identity",  # quantization / kernel-backend overrides, EPLB, wide-EP
         "estimator_options",  # estimator_config, transfer_policy, systems paths, fpm_profile
-        "trace_source",
+        "trace_format",  # trace formats other than mooncake / mooncake-delta
         "session_source",
         "images",
         "context_parallel",
@@ -50,8 +50,10 @@ _FIXES = {
 def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
     """(feature id, dotted path, what is asked for) for every non-trivial request."""
     src, eng = cfg.traffic.source, cfg.engine
-    if src.TYPE == "trace":
-        yield "trace_source", "traffic.source.type", "trace replay (source type 'trace')"
+    if src.TYPE == "trace" and src.format not in ("mooncake", "mooncake-delta"):
+        yield "trace_format", "traffic.source.format", f"trace format {src.format!r}"
+    if getattr(cfg.traffic.load, "agentic_lanes", None) is not None:
+        yield "trace_format", "traffic.load.agentic_lanes", "agentic trace lanes"
     elif src.TYPE == "synthetic-session":
         yield "session_source", "traffic.source.type", "multi-turn sessions ('synthetic-session')"
     if isinstance(src, SyntheticSource) and src.images is not None:

@@ -24,6 +24,7 @@ class SimResult:
     sim_ms: float  # host time of the kernel call
     memo: st.TimingMemo | None = None  # op-level runs: the energy accumulators
     passes: st.PassLog | None = None  # capture_passes: one row per rank per pass
+    ranks: st.RankState | None = None  # final rank state (a cut-off run reads its open passes)
 
 
 def load_engine(spec: EngineSpec) -> None:
@@ -34,18 +35,21 @@ def load_engine(spec: EngineSpec) -> None:
     state = st.allocate(0, 1, 1, 1, 1, 1, 1, spec.block_size)
     run_aggregated(spec.kernel_params(False)._replace(max_seqs=1, num_blocks=1, num_workers=1,
                                                       dp_size=1),
-                   *state, np.zeros(0, dtype=np.uint64), st.placeholder_plan(),
+                   *state, st.prefix_keys(np.zeros(0, np.uint64), 0, 1, 1),
+                   st.placeholder_plan(),
                    st.allocate_memo(1, 16), st.allocate_mtp(spec.nextn, spec.nextn_accepted, 1),
                    st.allocate_passlog(1))
 
 
 def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
              lazy_decode: bool = True, check_invariants: bool = False,
-             plan=None, capture_passes: bool = False, memo=None) -> SimResult:
+             plan=None, capture_passes: bool = False, memo=None,
+             no_stats: np.ndarray | None = None) -> SimResult:
     """Run the event loop; `plan` is the op-level PassPlan when spec.timing == "op_level".
 
     `memo` (op-level only) may be a TimingMemo of the same plan reused from an earlier run (a
     sweep's shared pass-time memo): its cached prices are kept, its run accumulators zeroed.
+    `no_stats` (bool[N]) keeps those requests' token gaps out of the ITL statistics.
     """
     from aisim.kernels.codes import RunResult
     from aisim.kernels.loop import run_aggregated
@@ -66,6 +70,7 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         arrays = plan.arrays
     else:
         arrays, memo = st.placeholder_plan(), st.allocate_memo(1, 16)
+    keys = st.prefix_keys(traffic.pfx_hash, traffic.pfx_src_tokens, spec.block_size, row_blocks)
     pass_rows = _pass_rows_estimate(spec, traffic) if capture_passes else 1
     t0 = time.perf_counter()
     while True:
@@ -77,14 +82,15 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         req.arrival_ms[:] = traffic.arrival_ms
         req.pfx_start[:] = traffic.pfx_start
         req.pfx_len[:] = traffic.pfx_len
+        if no_stats is not None:
+            req.no_stats[:] = no_stats
         workers.ready_ms[:] = spec.startup_ms
         mtp = st.allocate_mtp(spec.nextn, spec.nextn_accepted, spec.num_ranks)
         plog = st.allocate_passlog(pass_rows)
         if spec.timing == "op_level":
             reset_accumulators(memo)
         code, where = run_aggregated(params._replace(max_seqs=max_running), req, ranks, blocks,
-                                     workers, stats, log, traffic.pfx_hash, arrays, memo, mtp,
-                                     plog)
+                                     workers, stats, log, keys, arrays, memo, mtp, plog)
         if code == RunResult.LOG_FULL:
             log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
             continue
@@ -105,7 +111,7 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
                            f"at worker {where}")
     return SimResult(spec, traffic, req, workers, stats, log if capture else None, sim_ms,
                      memo if spec.timing == "op_level" else None,
-                     plog if capture_passes else None)
+                     plog if capture_passes else None, ranks)
 
 
 def reset_accumulators(memo: st.TimingMemo) -> None:
@@ -128,3 +134,23 @@ def _pass_rows_estimate(spec: EngineSpec, traffic: Traffic) -> int:
     if spec.load == "concurrency":
         batch = max(1, min(batch, spec.concurrency))
     return int(tokens / batch * 1.25) + 64 * spec.num_ranks
+
+
+def simulate_until_cutoff(spec: EngineSpec, traffic: Traffic, capture: bool = False,
+                          plan=None, **kwargs) -> SimResult:
+    """Run; at a virtual-time cut-off, rerun once so unfinished requests' gaps leave the ITL.
+
+    AISimulate computes ITL from the requests that completed, but which ones complete is known
+    only at the cut-off, after their gaps were streamed. The run is deterministic, so the rerun
+    with those requests flagged is the same run with clean statistics.
+    """
+    from aisim.kernels.codes import ReqStatus
+
+    result = simulate(spec, traffic, capture=capture, plan=plan, **kwargs)
+    if spec.max_time_ms == float("inf"):
+        return result
+    status = result.req.status
+    open_ = (status == ReqStatus.WAITING) | (status == ReqStatus.RUNNING)
+    if not open_.any():
+        return result
+    return simulate(spec, traffic, capture=capture, plan=plan, no_stats=open_, **kwargs)

@@ -37,6 +37,7 @@ class KernelParams(NamedTuple):
     capture: bool
     lazy_decode: bool  # pass compression; False only to test that it changes nothing
     check_invariants: bool  # debug: check every rank's state after each pass start and end
+    max_time_ms: float  # stop.max_virtual_time_seconds in ms (inf: run until the trace ends)
     nextn: int  # MTP draft tokens per decode step (0 = no MTP)
     capture_passes: bool = False  # write one PassLog row per rank per pass (--capture-passes)
     # pass end = start + duration_ns x 1e-6, AISimulate's conversion (bit-exact timestamps on
@@ -78,6 +79,10 @@ class EngineSpec:
     cached_prefix_tokens: int
     backend_version: str | None = None  # op-time table version; None = newest
     database_mode: str = "SILICON"
+    trace_path: str | None = None  # trace sources: the resolved JSONL file
+    trace_block_size: int = 0  # tokens per trace hash id
+    trace_speedup: float = 1.0  # trace_timestamps load: timestamps are divided by it
+    max_time_ms: float = float("inf")  # soft cut-off (stop.max_virtual_time_seconds)
     nextn: int = 0  # native MTP depth
     nextn_accepted: float | None = None  # mean accepted drafts per step (required iff nextn)
     moe_tensor: int = 1   # MoE parallelism (op-level pricing of MoE models)
@@ -118,6 +123,7 @@ class EngineSpec:
             # bursts are random, so MTP decoders cannot be advanced implicitly
             lazy_decode=bool(lazy_decode) and self.nextn == 0,
             check_invariants=bool(check_invariants),
+            max_time_ms=float(self.max_time_ms),
             nextn=int(self.nextn),
             capture_passes=bool(capture_passes),
             ns_clock=self.timing == "op_level" and self.model.num_experts > 0,
@@ -191,19 +197,34 @@ def resolve_role(cfg, role: str) -> EngineSpec:
         decode_ms=float(getattr(timing, "decode_ms", 0.0) or 0.0),
         # AISimulate 0.13 accepts startup_seconds but its replay ignores it (pinned golden)
         startup_ms=0.0,
-        num_requests=cfg.traffic.stop.num_requests(load),
+        num_requests=cfg.traffic.stop.num_requests(load) or 0,
         load=load_kind,
         concurrency=int(getattr(load, "concurrency", 0) or 0),
         rate_per_s=float(getattr(load, "requests_per_second", 0.0) or 0.0),
         seed=int(getattr(load, "seed", 42) or 0),
-        input_tokens=src.input_tokens,
-        output_tokens=src.output_tokens,
-        cached_prefix_tokens=src.cached_prefix_tokens,
+        input_tokens=getattr(src, "input_tokens", 0),
+        output_tokens=getattr(src, "output_tokens", 0),
+        cached_prefix_tokens=getattr(src, "cached_prefix_tokens", 0),
+        **_trace_fields(cfg),
         nextn=eng.nextn,
         nextn_accepted=eng.nextn_accepted,
     )
-    _check_can_finish(cfg, spec)
+    if spec.trace_path is None:
+        _check_can_finish(cfg, spec)  # traces check each request once loaded (traffic_trace)
     return spec
+
+
+def _trace_fields(cfg) -> dict:
+    """EngineSpec fields of a trace source (request count comes from the file)."""
+    src, load, stop = cfg.traffic.source, cfg.traffic.load, cfg.traffic.stop
+    fields: dict = {}
+    if stop.max_virtual_time_seconds is not None:
+        fields["max_time_ms"] = float(stop.max_virtual_time_seconds) * 1000.0
+    if src.TYPE != "trace":
+        return fields
+    fields.update(trace_path=str(src.paths[0]), trace_block_size=int(src.block_size),
+                  trace_speedup=float(getattr(load, "speedup", 1.0) or 1.0))
+    return fields
 
 
 def gpu_system(hardware: str = "b200_sxm") -> dict:

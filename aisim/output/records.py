@@ -45,6 +45,13 @@ def request_uuid(seed: str, i: int) -> str:
     return str(uuidlib.UUID(bytes=bytes(raw)))
 
 
+def session_id(traffic, i: int) -> str:
+    """AISimulate's names: `session_<index>` (synthetic), `request_<file row, 1-based>` (trace)."""
+    if traffic.row is None:
+        return f"session_{i}"
+    return f"request_{int(traffic.row[i]) + 1}"
+
+
 def build_records(result, run_id: str) -> list[dict]:
     req = result.req
     spec = result.spec
@@ -104,7 +111,7 @@ def build_records(result, run_id: str) -> list[dict]:
                 "scheduler_id": r,
                 "selected_overlap_blocks": None,
             }],
-            "session_id": f"session_{i}",
+            "session_id": session_id(result.traffic, i),
             "source_held_ms": None,
             "source_released_ms": None,
             "terminal_status": _STATUS_NAMES.get(int(req.status[i]), "failed"),

@@ -42,7 +42,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def write_outputs(out_dir: Path, prediction: dict, records: list[dict] | None,
-                  provenance: dict, passes=None) -> str:
+                  provenance: dict, passes=None, summary: bool = True) -> str:
+    """Write the result files; `summary` adds summary.parquet (it costs a pyarrow import,
+    ~0.15 s, so a plain CLI prediction only writes it when asked or when other parquet files
+    are written anyway)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in OUTPUT_NAMES:  # --overwrite removes only the files aisim writes
         (out_dir / name).unlink(missing_ok=True)
@@ -56,9 +59,10 @@ def write_outputs(out_dir: Path, prediction: dict, records: list[dict] | None,
                         for r in records)
         payloads.append(("requests.jsonl", lines.encode()))
         payloads.append(("requests.parquet", _parquet_bytes(records, provenance)))
-    from aisim.output.summary import summary_table
+    if summary:
+        from aisim.output.summary import summary_table
 
-    payloads.append(("summary.parquet", table_bytes(summary_table(prediction, provenance))))
+        payloads.append(("summary.parquet", table_bytes(summary_table(prediction, provenance))))
     if passes is not None:
         from aisim.output.passes import passes_table
 

@@ -191,6 +191,7 @@ class Rank:
         self.waiting: deque[Request] = deque()
         self.capacity_bound = False
         self.scheduled: dict[int, tuple[int, int]] = {}  # req idx -> (computed_before, n)
+        self.rejected: list[Request] = []  # rejected by the in-flight pass, in order
 
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
@@ -296,7 +297,8 @@ class Rank:
             fresh = r.admissions == 0
             if fresh and self.must_reject(r):
                 self.waiting.popleft()
-                self.sim.retire(r, REJECTED, now)
+                r.status = REJECTED  # terminal (and replaced) when this pass ends
+                self.rejected.append(r)
                 progress = True
                 continue
             hits, active = self.probe(r)
@@ -460,6 +462,10 @@ class Worker:
         self.start = now
         self.end = now + longest / 1e6
         self.sim.passes += 1
+        for k in self.in_pass:
+            for r in k.rejected:
+                self.sim.retire(r, REJECTED, self.end)
+            k.rejected = []
 
     def finish_pass(self) -> None:
         for k in self.in_pass:

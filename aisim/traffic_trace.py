@@ -1,0 +1,337 @@
+"""Trace replay (behaviour.md 1.1): Mooncake JSONL rows -> the request arrays of aisim.traffic.
+
+A row names its prompt by ``hash_ids``, one id per ``block_size``-token *source* block. AISimulate
+gives every token of a source block that block's id (renumbered, which changes nothing but the
+names), so two prompts hold identical tokens exactly as far as their leading hash ids agree. An
+engine block j (``engine_bs`` tokens) therefore has the content of source blocks 0..s_j with
+s_j = ((j + 1) x engine_bs - 1) // block_size, whatever the two block sizes are, and its content
+key is (chain hash of those source ids, j).
+
+Loading is columnar: pyarrow's JSON reader fills the columns, numpy checks them and hashes the
+prefixes; no Python object is made per row. Only when a check fails is the file re-read line by
+line, to name the first bad line (see :func:`_scan_rows`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from aisim.errors import CapacityError, ConfigError, NotAvailableError
+from aisim.traffic import Traffic
+
+_U64_MAX = (1 << 64) - 1
+_SESSION_KEYS = ("session_id", "delay", "delay_ms")
+_MIX_A = np.uint64(0x9E3779B97F4A7C15)
+_MIX_B = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_C = np.uint64(0x94D049BB133111EB)
+_SEED = np.uint64(0x243F6A8885A308D3)
+
+
+class TraceRows(NamedTuple):
+    """The rows of one trace file, in file order."""
+
+    timestamp_ms: np.ndarray  # float64[N], 0 where the row has none
+    input_len: np.ndarray  # int64[N] prompt tokens (defaulted, checked against the hash ids)
+    output_len: np.ndarray  # int64[N] requested output tokens
+    hash_off: np.ndarray  # int64[N + 1] CSR offsets into hash_ids
+    hash_ids: np.ndarray  # uint64[H] source block ids
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_trace(path: str, block_size: int) -> TraceRows:
+    """Read and check a Mooncake JSONL trace; ConfigError names the file and first bad line."""
+    try:
+        rows = _read_columnar(path, block_size)
+    except _NeedsScan:
+        rows = None
+    if rows is None:
+        rows = _scan_rows(path, block_size)  # raises at the first bad line
+    if len(rows.output_len) == 0:
+        raise ConfigError(f"{path}: the trace holds no request; give a file with rows")
+    return rows
+
+
+class _NeedsScan(Exception):
+    """The columnar reader met something it cannot explain by line; scan the file instead."""
+
+
+def _read_columnar(path: str, block_size: int) -> TraceRows:
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    schema = pa.schema(
+        [
+            ("timestamp", pa.float64()),
+            ("created_time", pa.float64()),
+            ("input_length", pa.int64()),
+            ("input_tokens", pa.int64()),
+            ("output_length", pa.int64()),
+            ("output_tokens", pa.int64()),
+            ("hash_ids", pa.list_(pa.uint64())),
+        ]
+    )
+    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
+    try:
+        table = pj.read_json(
+            path, parse_options=options, read_options=pj.ReadOptions(block_size=1 << 24)
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise _NeedsScan from exc
+    if any(k in table.column_names for k in _SESSION_KEYS):
+        raise _NeedsScan
+    n = table.num_rows
+
+    def column(*names: str, fill: float) -> np.ndarray:
+        """The first non-null of several alias columns, `fill` where every one is null."""
+        out, missing = None, None
+        for name in names:
+            col = table.column(name).combine_chunks()
+            vals = col.fill_null(fill).to_numpy(zero_copy_only=False)
+            null = col.is_null().to_numpy(zero_copy_only=False)
+            if out is None:
+                out, missing = vals, null
+            else:
+                out = np.where(missing, vals, out)
+                missing = missing & null
+        return out
+
+    out_len = column("output_length", "output_tokens", fill=-1)
+    in_len = column("input_length", "input_tokens", fill=-1)
+    stamp = column("timestamp", "created_time", fill=np.nan)
+    hashes = table.column("hash_ids").combine_chunks()
+    if hashes.null_count:
+        raise _NeedsScan
+    hash_off = hashes.offsets.to_numpy().astype(np.int64) - int(hashes.offsets[0].as_py())
+    hash_ids = hashes.flatten().to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+    counts = np.diff(hash_off)
+    capacity = counts * block_size
+    in_len = np.where(in_len < 0, capacity, in_len)
+    bad = (
+        (out_len < 1)
+        | (counts == 0)
+        | (in_len < 1)
+        | (in_len > capacity)
+        | ~np.isfinite(np.where(np.isnan(stamp), 0.0, stamp))
+    )
+    if n == 0 or bad.any():
+        raise _NeedsScan
+    stamp = np.where(np.isnan(stamp), 0.0, stamp)
+    return TraceRows(
+        stamp.astype(np.float64),
+        in_len.astype(np.int64),
+        out_len.astype(np.int64),
+        hash_off,
+        hash_ids,
+    )
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _field(row: dict, names: tuple[str, str]):
+    for name in names:
+        if name in row and row[name] is not None:
+            return name, row[name]
+    return names[0], None
+
+
+def _scan_rows(path: str, block_size: int) -> TraceRows:
+    """Slow line-by-line reading: the reference for what a valid row is, and the error path."""
+    stamps: list[float] = []
+    ins: list[int] = []
+    outs: list[int] = []
+    offs = [0]
+    ids: list[int] = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_no}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    f"{where}: not a JSON object ({exc.msg}); write one JSON object per line"
+                ) from None
+            if not isinstance(row, dict):
+                raise ConfigError(f"{where}: each row must be a JSON object")
+            for key in _SESSION_KEYS:
+                if key in row:
+                    raise NotAvailableError(
+                        f"{where}: {key}: multi-turn trace sessions are not available yet in "
+                        "aisim; remove the session fields"
+                    )
+            h = row.get("hash_ids")
+            if (
+                not isinstance(h, list)
+                or not h
+                or not all(_is_int(x) and 0 <= x <= _U64_MAX for x in h)
+            ):
+                raise ConfigError(
+                    f"{where}: hash_ids must be a non-empty list of unsigned 64-bit integers"
+                )
+            name, out = _field(row, ("output_length", "output_tokens"))
+            if not _is_int(out) or out < 1:
+                raise ConfigError(f"{where}: {name} must be a positive integer (got {out!r})")
+            capacity = len(h) * block_size
+            name, inp = _field(row, ("input_length", "input_tokens"))
+            if inp is None:
+                inp = capacity
+            if not _is_int(inp) or inp < 1:
+                raise ConfigError(f"{where}: {name} must be a positive integer (got {inp!r})")
+            if inp > capacity:
+                raise ConfigError(
+                    f"{where}: {name} {inp} exceeds the {len(h)} hash ids x block_size "
+                    f"{block_size} = {capacity} tokens; shorten it or raise "
+                    "traffic.source.block_size"
+                )
+            name, ts = _field(row, ("timestamp", "created_time"))
+            if ts is None:
+                ts = 0.0
+            if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+                raise ConfigError(f"{where}: {name} must be a number of milliseconds")
+            stamps.append(float(ts))
+            ins.append(inp)
+            outs.append(out)
+            ids.extend(h)
+            offs.append(len(ids))
+    return TraceRows(
+        np.array(stamps, dtype=np.float64),
+        np.array(ins, dtype=np.int64),
+        np.array(outs, dtype=np.int64),
+        np.array(offs, dtype=np.int64),
+        np.array(ids, dtype=np.uint64),
+    )
+
+
+# --------------------------------------------------------------------------- prefix keys
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser on arrays (uint64 arithmetic wraps)."""
+    z = x + _MIX_A
+    z = (z ^ (z >> np.uint64(30))) * _MIX_B
+    z = (z ^ (z >> np.uint64(27))) * _MIX_C
+    return z ^ (z >> np.uint64(31))
+
+
+def _source_chain(rows: TraceRows) -> np.ndarray:
+    """uint64[H]: hash of each row's source ids up to and including that position."""
+    off, ids = rows.hash_off, rows.hash_ids
+    counts = np.diff(off)
+    chain = np.empty(len(ids), dtype=np.uint64)
+    mixed = _mix(ids)
+    with np.errstate(over="ignore"):
+        live = np.arange(len(counts))
+        prev = np.full(len(counts), _SEED, dtype=np.uint64)
+        k = 0
+        while len(live):
+            pos = off[live] + k
+            h = _mix(prev ^ mixed[pos])
+            chain[pos] = h
+            keep = counts[live] > k + 1
+            live, prev = live[keep], h[keep]
+            k += 1
+    return chain
+
+
+def prefix_keys(rows: TraceRows, engine_bs: int, block_size: int):
+    """(pfx_start int64[N], pfx_len int32[N], pfx_hash uint64[H]) per file row.
+
+    pfx_hash holds one prefix hash per source block (the rows' hash ids, chained), so memory
+    follows the trace, not its tokens; the kernels find engine block j's entry through
+    aisim.state.prefix_keys. pfx_len counts the leading engine blocks whose source prefix
+    another row also has: later blocks hold content no other request has (keyed per request).
+    """
+    off = rows.hash_off
+    n = len(rows.output_len)
+    chain = _source_chain(rows)
+    _, inverse, occurrences = np.unique(chain, return_inverse=True, return_counts=True)
+    shared_pos = occurrences[inverse] >= 2
+    del inverse, occurrences
+    # the chain makes shared positions a prefix of each row: count them per row
+    shared_src = np.add.reduceat(shared_pos.astype(np.int64), off[:-1]) if n else np.zeros(0)
+    full_blocks = rows.input_len // engine_bs
+    pfx_len = np.minimum(full_blocks, shared_src * block_size // engine_bs)
+    return off[:-1].copy(), pfx_len.astype(np.int32), chain
+
+
+# --------------------------------------------------------------------------- traffic
+
+
+def trace_traffic(spec) -> Traffic:
+    """The request arrays of a trace run: arrival order, lengths and prefix keys."""
+    rows = read_trace(spec.trace_path, spec.trace_block_size)
+    n = len(rows.output_len)
+    if spec.load == "trace_timestamps":
+        # requests arrive at their own timestamps, re-based to the earliest, in a stable order
+        order = np.argsort(rows.timestamp_ms, kind="stable")
+        stamps = rows.timestamp_ms[order]
+        arrival = (stamps - stamps[0]) / spec.trace_speedup
+    else:  # closed loop: file order, arrivals set by the kernel
+        order = np.arange(n, dtype=np.int64)
+        arrival = np.zeros(n, dtype=np.float64)
+    pfx_start, pfx_len, pfx_hash = prefix_keys(rows, spec.block_size, spec.trace_block_size)
+    prompt = rows.input_len[order]
+    requested = rows.output_len[order]
+    out = requested.copy()
+    if spec.max_model_len is not None:
+        fits = prompt < spec.max_model_len
+        out[fits] = np.minimum(out[fits], spec.max_model_len - prompt[fits])
+    if spec.backend == "trtllm":
+        # TRT-LLM clamps max_output_tokens to what the KV pool can hold at enqueue
+        out = np.minimum(out, spec.num_blocks * spec.block_size - prompt)
+    traffic = Traffic(
+        prompt_len=prompt,
+        requested_output_len=requested,
+        output_len=out,
+        arrival_ms=np.ascontiguousarray(arrival, dtype=np.float64),
+        pfx_start=pfx_start[order],
+        pfx_len=pfx_len[order],
+        pfx_hash=pfx_hash,
+        row=order.astype(np.int64),
+        pfx_src_tokens=spec.trace_block_size,
+    )
+    _check_can_finish(spec, traffic)
+    return traffic
+
+
+def _check_can_finish(spec, traffic: Traffic) -> None:
+    """Reject a trace holding a request that could never finish (AISimulate loops or aborts)."""
+    where = f"engine.workers.{spec.role}"
+    bs = spec.block_size
+    p, o = traffic.prompt_len, traffic.output_len
+    live = np.ones(len(p), dtype=bool) if spec.max_model_len is None else p < spec.max_model_len
+    if spec.backend == "vllm":
+        live &= -(-p // bs) <= spec.num_blocks  # larger prompts are rejected at admission
+        # MTP reserves KV for the whole final burst, the last token included
+        longest = -(-(p + o - (0 if spec.nextn else 1)) // bs)
+        stuck = np.nonzero(live & (longest > spec.num_blocks))[0]
+        if len(stuck):
+            i = int(stuck[0])
+            raise CapacityError(
+                f"{spec.trace_path}:{_line(spec, traffic, i)}: {where}.kv_cache.capacity.blocks: "
+                f"a request of {p[i]} prompt + {o[i]} output tokens needs {longest[i]} blocks "
+                f"of {bs} tokens but a rank has {spec.num_blocks}; it could never finish. Raise "
+                "the capacity or shorten the request"
+            )
+
+
+def _line(spec, traffic: Traffic, i: int) -> str:
+    """File line of request i (counting blank lines)."""
+    target = int(traffic.row[i])
+    seen = -1
+    with open(spec.trace_path, encoding="utf-8", errors="replace") as f:
+        for line_no, line in enumerate(f, start=1):
+            if line.strip():
+                seen += 1
+                if seen == target:
+                    return str(line_no)
+    return "?"
