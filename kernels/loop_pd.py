@@ -143,7 +143,7 @@ def _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms):
         pd.trt_need[r] -= sched.ceil_div(
             req.prompt_len[q] + req.output_len[q], p.block_size
         ) - sched.ceil_div(req.prompt_len[q], p.block_size)
-    _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
+    _try_reserve_unit(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
     # the source is released once the destination holds the request (observed: a release
     # never precedes its activation, even on an idle prefill worker)
     _enqueue(pd, PDAction.RELEASE, q)
@@ -155,13 +155,23 @@ def _apply_release(pd, p, req, ranks, blocks, q, t_ms):
     pd.released_ms[q] = t_ms
 
 
+@kernel
+def _finish_pass_unit(p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
+    loop._finish_pass(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
+
+
+@kernel
+def _try_reserve_unit(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
+    _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
+
+
 @helper
 def _finish_prefill(pd, p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
     """Prefill pass end: deferred releases, then the completed prompts become source held."""
     while pd.drel_head[w] >= 0:
         q = _fifo_pop(pd.plink, pd.drel_head, pd.drel_tail, w)
         _apply_release(pd, p, req, ranks, blocks, q, t_ms)
-    loop._finish_pass(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
+    _finish_pass_unit(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         for k in range(ranks.held_len[r]):
@@ -176,9 +186,9 @@ def _finish_prefill(pd, p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
 def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
     """Decode pass end: tokens and retirements, a reservation retry per rank, then the
     activations deferred while the pass ran (each applied one retries again)."""
-    loop._finish_pass(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
+    _finish_pass_unit(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
     for d in range(p.dp_size):
-        _try_reserve(pd, p, req, ranks, blocks, pfx_hash, w * p.dp_size + d, t_ms)
+        _try_reserve_unit(pd, p, req, ranks, blocks, pfx_hash, w * p.dp_size + d, t_ms)
     while pd.dact_head[w] >= 0:
         q = _fifo_pop(pd.dlink, pd.dact_head, pd.dact_tail, w)
         _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms)
@@ -193,7 +203,7 @@ def _has_work(p, ranks, w):
     return False
 
 
-@helper
+@kernel
 def _start_worker(
     p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w, t_ms
 ):
@@ -253,7 +263,7 @@ def _execute_actions(
             _fifo_push(pd.dlink, pd.pend_head, pd.pend_tail, r, q)
             pd.pend_len[r] += 1
             if not workers_d.busy[r // dp.dp_size]:
-                _try_reserve(pd, dp, req_d, ranks_d, blocks_d, dd_hash, r, t_ms)
+                _try_reserve_unit(pd, dp, req_d, ranks_d, blocks_d, dd_hash, r, t_ms)
         elif kind == PDAction.START_TRANSFER:
             delay = 0.0
             if tp.bandwidth_gb_s > 0.0:
