@@ -202,3 +202,31 @@ def power_fields() -> dict:
 
     power_w, coverage, diagnostics = unsupported_report()
     return {"power_w": power_w, "power_coverage": coverage, "power_diagnostics": diagnostics}
+
+
+def summarize_pd(result) -> dict:
+    """The deterministic prediction.json fields of a disaggregated run (behaviour.md 10.2).
+
+    Latency statistics come from decode-worker tokens (TTFT = first decode token - arrival);
+    each pool is provisioned for the whole run: worker seconds = replicas x duration.
+    """
+    from types import SimpleNamespace
+
+    from aisim.engine.pd import merged_requests
+
+    spec = result.spec
+    view = SimpleNamespace(spec=spec.decode, req=merged_requests(result), stats=result.stats)
+    out = summarize(view)
+    pg, dg = spec.prefill.gpus_per_worker, spec.decode.gpus_per_worker
+    out["prefill_gpus_per_worker"] = pg
+    out["decode_gpus_per_worker"] = dg
+    if out["completed_requests"]:
+        duration_s = max(out["duration_ms"] / 1000.0, 1e-9)
+        prefill_s = spec.prefill.replicas * duration_s
+        decode_s = spec.decode.replicas * duration_s
+    else:
+        prefill_s = decode_s = 0.0
+    out["prefill_worker_seconds"] = prefill_s
+    out["decode_worker_seconds"] = decode_s
+    out["gpu_hours"] = (prefill_s * pg + decode_s * dg) / 3600.0
+    return out

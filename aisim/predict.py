@@ -64,6 +64,8 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
     from aisim.output.records import build_records
     from aisim.traffic import synthetic
 
+    if cfg.engine.mode == "disaggregated":
+        return _run_pd_prediction(cfg, digest, capture)
     spec = resolve(cfg)
     load_engine(spec)  # like importing AISimulate's compiled engine: outside wall_time_ms
     t0 = time.perf_counter()  # AISimulate's wall_time_ms spans validated config -> metrics
@@ -144,6 +146,64 @@ def _shared_plan_and_memo(memos: dict, spec, source_path):
         # larger than a single run's memo: a sweep visits many more pass shapes
         shared[plan_hash] = allocate_memo(len(plan.op_names), 1 << 14)
     return plan, shared[plan_hash]
+
+
+def _run_pd_prediction(cfg, digest: str, capture: bool) -> Prediction:
+    """run_prediction for engine.mode disaggregated (behaviour.md 10)."""
+    from aisim.engine.pd import load_engine_pd, resolve_pd, simulate_pd
+    from aisim.metrics import power_fields, summarize_pd
+    from aisim.output.records import build_pd_records
+
+    pdspec = resolve_pd(cfg)
+    load_engine_pd(pdspec)
+    t0 = time.perf_counter()
+    roles = (("prefill", pdspec.prefill), ("decode", pdspec.decode))
+    plans = []
+    for role, spec in roles:
+        plan = None
+        if spec.timing == "op_level":
+            from aisim.timing.provider import plan_for
+
+            plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{role}")
+        plans.append(plan)
+    result = simulate_pd(pdspec, capture=capture, plans=tuple(plans))
+    prediction = dict(summarize_pd(result))
+    prediction.update(power_fields())
+    provenance_by_role = {}
+    for role, spec in roles:
+        if spec.timing == "op_level":
+            from aisim.timing.provider import provenance as op_level_provenance
+
+            provenance_by_role[role] = op_level_provenance(spec)
+        else:
+            provenance_by_role[role] = dict(_PROVENANCE[spec.timing])
+    prediction["prediction_provenance"] = provenance_by_role
+    if all(plan is not None for plan in plans):
+        # the prefill role's provider prices prefill phases, the decode role's decode phases
+        from aisim.timing.energy import power_report
+
+        plan_p, plan_d = plans
+        acc = _accumulators(result.memo_p)
+        acc_d = _accumulators(result.memo_d)
+        k = plan_p.num_ctx_ops
+        acc.ms[k:] = acc_d.ms[k:]
+        acc.energy_wms[k:] = acc_d.energy_wms[k:]
+        acc.covered_ms[k:] = acc_d.covered_ms[k:]
+        acc.decode_evals = acc_d.decode_evals
+        sources = op_sources(plan_p)[:k] + op_sources(plan_d)[k:]
+        power_w, coverage, diagnostics = power_report(plan_p.op_names, sources, k, acc)
+        prediction["power_w"] = power_w
+        prediction["power_coverage"] = coverage
+        prediction["power_diagnostics"] = diagnostics
+    wall_ms = (time.perf_counter() - t0) * 1000.0
+    wall_s = max(wall_ms / 1000.0, 1e-9)
+    prediction["wall_time_ms"] = wall_ms
+    prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
+    prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s
+    records = build_pd_records(result, digest) if capture else None
+    if records is not None:
+        prediction["per_request"] = records
+    return Prediction(prediction, records, digest, pdspec)
 
 
 def op_sources(plan):

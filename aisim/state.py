@@ -104,6 +104,9 @@ RANK_FIELDS = (
     Field("due_len", np.int32, "R", 0, "count", "entries of due_list"),
     Field("cal_head", np.int32, "R,H", -1, "request index",
           "event calendar: bucket (pass mod H) -> first lazy request"),
+    Field("held_list", np.int32, "R,S", -1, "request index",
+          "P/D prefill side: prompts completed in the latest pass, KV held (source held)"),
+    Field("held_len", np.int32, "R", 0, "count", "entries of held_list"),
     Field("rej_head", np.int32, "R", -1, "request index",
           "latest request rejected by the in-flight pass (list through rej_next)"),
 )
@@ -155,6 +158,7 @@ LOG_FIELDS = (
     Field("at_ms", np.float64, "A", 0.0, "ms", "pass start of the admission"),
     Field("reused", np.int64, "A", 0, "tokens", "prefix-cache hit of the admission"),
     Field("readmit", np.bool_, "A", False, "flag", "admission after a preemption"),
+    Field("pool", np.int8, "A", 0, "Role", "admitting side: aggregated, prefill or decode"),
 )
 
 
@@ -223,6 +227,8 @@ class RankState(NamedTuple):
     due_list: np.ndarray
     due_len: np.ndarray
     cal_head: np.ndarray
+    held_list: np.ndarray
+    held_len: np.ndarray
     rej_head: np.ndarray
 
 
@@ -267,6 +273,76 @@ class AdmissionLog(NamedTuple):
     at_ms: np.ndarray
     reused: np.ndarray
     readmit: np.ndarray
+    pool: np.ndarray
+
+
+# P/D disaggregation (behaviour.md 10): the handoff between the prefill pool and the decode pool.
+# Shape symbols: N requests, RD decode ranks, WD decode workers, WP prefill workers, Q action-queue
+# capacity. Request links are shared by the lists a request can be on one at a time: `dlink` by
+# its decode rank's pending-destination FIFO and its decode worker's deferred activations,
+# `plink` by its prefill worker's deferred releases.
+PD_FIELDS = (
+    Field("held_ms", np.float64, "N", np.nan, "ms", "source held: prompt done on the prefill side"),
+    Field("reserved_ms", np.float64, "N", np.nan, "ms", "decode-side KV reserved, transfer start"),
+    Field("xfer_end_ms", np.float64, "N", np.nan, "ms", "transfer completion"),
+    Field("activated_ms", np.float64, "N", np.nan, "ms", "put into the decode waiting queue"),
+    Field("released_ms", np.float64, "N", np.nan, "ms", "prefill-side KV freed"),
+    Field("xfer_tokens", np.int64, "N", 0, "tokens", "tokens the transfer carries"),
+    Field("dlink", np.int32, "N", -1, "request index", "next in a decode-side FIFO"),
+    Field("plink", np.int32, "N", -1, "request index", "next in a prefill-side FIFO"),
+    Field("pend_head", np.int32, "RD", -1, "request index", "pending destinations (FIFO) head"),
+    Field("pend_tail", np.int32, "RD", -1, "request index", "pending destinations tail"),
+    Field("pend_len", np.int32, "RD", 0, "count", "pending destinations"),
+    Field("trt_need", np.int64, "RD", 0, "blocks",
+          "TRT-LLM: blocks reserved-but-not-running destinations still need to reach completion"),
+    Field("dact_head", np.int32, "WD", -1, "request index", "deferred activations head"),
+    Field("dact_tail", np.int32, "WD", -1, "request index", "deferred activations tail"),
+    Field("drel_head", np.int32, "WP", -1, "request index", "deferred releases head"),
+    Field("drel_tail", np.int32, "WP", -1, "request index", "deferred releases tail"),
+    Field("xfer_list", np.int32, "N", -1, "request index", "transfers in flight, start order"),
+    Field("act_kind", np.int8, "Q", 0, "PDAction", "queued handoff actions (FIFO ring)"),
+    Field("act_req", np.int32, "Q", -1, "request index", "request of each queued action"),
+    Field("scalars", np.int64, "5", 0, "count",
+          "prefill round robin, decode round robin, transfers in flight, queue head, queue tail"),
+)
+
+
+class PDState(NamedTuple):
+    held_ms: np.ndarray
+    reserved_ms: np.ndarray
+    xfer_end_ms: np.ndarray
+    activated_ms: np.ndarray
+    released_ms: np.ndarray
+    xfer_tokens: np.ndarray
+    dlink: np.ndarray
+    plink: np.ndarray
+    pend_head: np.ndarray
+    pend_tail: np.ndarray
+    pend_len: np.ndarray
+    trt_need: np.ndarray
+    dact_head: np.ndarray
+    dact_tail: np.ndarray
+    drel_head: np.ndarray
+    drel_tail: np.ndarray
+    xfer_list: np.ndarray
+    act_kind: np.ndarray
+    act_req: np.ndarray
+    scalars: np.ndarray
+
+
+class TransferParams(NamedTuple):
+    """KV transfer of the P/D handoff (engine.kv_transfer, behaviour.md 10.1 item 5)."""
+
+    bytes_per_token: float  # bytes of one token's KV on one source rank
+    bandwidth_gb_s: float  # 0: no delay (bandwidth null)
+    full_prompt: bool  # timing_mode full_prompt: P tokens; else missing whole blocks
+
+
+def allocate_pd(n_requests: int, decode_ranks: int, decode_workers: int,
+                prefill_workers: int) -> PDState:
+    dims = {"N": n_requests, "RD": decode_ranks, "WD": decode_workers, "WP": prefill_workers,
+            "Q": 5 * n_requests + 16}
+    return _alloc(PDState, PD_FIELDS, dims)
 
 
 class MtpState(NamedTuple):

@@ -18,6 +18,32 @@ class Backend(IntEnum):
     TRTLLM = 1
 
 
+class Role(IntEnum):
+    """What a rank's pass does (behaviour.md 4.5): aggregated, or one side of P/D."""
+
+    AGGREGATED = 0
+    PREFILL = 1  # prompt only: completed prompts keep their KV until the transfer releases it
+    DECODE = 2  # activated prompts arrive materialised; no prefill time is charged
+
+
+class PDAction(IntEnum):
+    """Handoff commands of the P/D loop, executed FIFO at one instant (behaviour.md 10.1)."""
+
+    SUBMIT = 0  # a new request goes to a prefill rank
+    RESERVE = 1  # a source-held request is routed to a decode rank's pending destinations
+    START_TRANSFER = 2  # decode KV reserved: the transfer starts now
+    ACTIVATE = 3  # transfer done: the decode rank takes the request (deferred while busy)
+    RELEASE = 4  # activated: the prefill rank frees the request's KV (deferred while busy)
+
+
+# P/D loop scalars (PDState.scalars)
+PD_RR_PREFILL = 0
+PD_RR_DECODE = 1
+PD_XFERS = 2
+PD_Q_HEAD = 3
+PD_Q_TAIL = 4
+
+
 class TimingKind(IntEnum):
     FIXED = 0
     POLYNOMIAL = 1

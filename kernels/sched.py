@@ -28,6 +28,7 @@ from aisim.kernels.codes import (
     Backend,
     LoadKind,
     ReqStatus,
+    Role,
     TimingKind,
 )
 from aisim.kernels.mtp_step import mtp_on
@@ -101,7 +102,8 @@ def free_request_kv(p, req, ranks, blocks, r, i):
     s = req.slot[i]
     kv.release_slot(ranks, blocks, r, s, p.num_blocks)
     top = ranks.slot_top[r]
-    blocks.slot_stack[r * p.max_seqs + top] = s
+    # rows per rank = run_list width (P/D sides hold more rows than max_seqs: held KV)
+    blocks.slot_stack[r * ranks.run_list.shape[1] + top] = s
     ranks.slot_top[r] = top + 1
     req.slot[i] = -1
 
@@ -295,6 +297,11 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         prompt = req.prompt_len[q]
         known = prompt + req.num_generated[q]
         fresh = req.num_admissions[q] == 0
+        if fresh and p.role == Role.DECODE:
+            # P/D activation: KV already reserved and materialised; no budget, no prefill
+            admit_activated(p, req, ranks, stats, log, r, q, t_ms)
+            flags |= SCHED_PROGRESS | admission_log_flags(p, log, stats)
+            continue
         too_big = prompt >= p.max_model_len
         if fresh and not too_big:
             if p.backend == Backend.TRTLLM:
@@ -335,7 +342,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             break
         pop_waiting(req, ranks, r)
         top = ranks.slot_top[r] - 1
-        slot = blocks.slot_stack[r * p.max_seqs + top]
+        slot = blocks.slot_stack[r * ranks.run_list.shape[1] + top]
         ranks.slot_top[r] = top
         req.slot[q] = slot
         ranks.run_list[r, ranks.run_len[r]] = q
@@ -373,6 +380,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
                 log.at_ms[k] = t_ms
                 log.reused[k] = hit_tokens
                 log.readmit[k] = not fresh
+                log.pool[k] = p.role
                 stats.counters[CNT_LOG] = k + 1
         if p.backend == Backend.TRTLLM:
             if outstanding >= 0:
@@ -384,6 +392,46 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             # by the running requests, but once the budget is spent admission stops
             break
     return budget, flags
+
+
+@helper
+def admission_log_flags(p, log, stats):
+    if p.capture and stats.counters[CNT_LOG] > log.req.shape[0]:
+        return SCHED_LOG_FULL
+    return 0
+
+
+@helper
+def admit_activated(p, req, ranks, stats, log, r, q, t_ms):
+    """Decode side of P/D: an activated request joins the running list with its prompt computed.
+
+    It is in this pass's decode set with L = P and emits its first token at the pass end
+    (behaviour.md 10.1 item 7); its blocks were taken at reservation.
+    """
+    pop_waiting(req, ranks, r)
+    ranks.run_list[r, ranks.run_len[r]] = q
+    ranks.run_len[r] += 1
+    ranks.act_list[r, ranks.act_len[r]] = q
+    ranks.act_len[r] += 1
+    req.seq[q] = stats.counters[CNT_ADMISSIONS]
+    req.status[q] = ReqStatus.RUNNING
+    prompt = req.prompt_len[q]
+    req.computed_before[q] = prompt
+    req.sched_tokens[q] = 0
+    req.num_computed[q] = prompt
+    req.activated[q] = True
+    req.first_admit_ms[q] = t_ms
+    req.num_admissions[q] += 1
+    stats.counters[CNT_ADMISSIONS] += 1
+    if p.capture:
+        k = stats.counters[CNT_LOG]
+        if k < log.req.shape[0]:
+            log.req[k] = q
+            log.at_ms[k] = t_ms
+            log.reused[k] = req.reused_first[q]
+            log.readmit[k] = False
+            log.pool[k] = p.role
+        stats.counters[CNT_LOG] = k + 1
 
 
 @helper
@@ -540,6 +588,11 @@ def batch_shape(req, ranks, r, x):
 def price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx):
     """Duration (ns) of a batch: prefill set + decode set at their floored means, each phase
     rounded to whole nanoseconds."""
+    # P/D: a prefill worker charges no decode time, a decode worker no prefill time (4.5)
+    if p.role == Role.PREFILL:
+        bs_d = 0
+    elif p.role == Role.DECODE:
+        bs_p = 0
     isl = 0
     pfx = 0
     ctx = 0
@@ -760,6 +813,14 @@ def retire_finished(p, req, ranks, blocks, stats, r, t_ms):
         q = run_list[r, k]
         if req.finishing[q]:
             req.finishing[q] = False
+            if p.role == Role.PREFILL:
+                # P/D source held: the prompt is done but its KV stays until the transfer
+                # releases it; the P/D loop routes it to a decode rank
+                req.status[q] = ReqStatus.FINISHED
+                req.terminal_ms[q] = t_ms
+                ranks.held_list[r, ranks.held_len[r]] = q
+                ranks.held_len[r] += 1
+                continue
             free_request_kv(p, req, ranks, blocks, r, q)
             req.status[q] = ReqStatus.FINISHED
             req.terminal_ms[q] = t_ms

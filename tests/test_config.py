@@ -281,7 +281,7 @@ def test_seed_specifics(tmp_path: Path) -> None:
         ("dense-trtllm", []),
         ("mla-dp8", []),  # valid config; DeepSeek op plans stop later (aisim.timing.provider)
         ("mtp-vllm", []),
-        ("pd-vllm", ["engine.mode"]),
+        ("pd-vllm", []),
         ("vllm-c256-fixed", []),
     ],
 )

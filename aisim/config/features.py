@@ -22,7 +22,6 @@ NOT_YET_AVAILABLE = frozenset(
     {
         "speculation",
         "tokenization",
-        "disaggregated",
         "afd",
         "sglang",
         "fpm_estimation",  # estimation modes other than auto / op_level

@@ -44,6 +44,7 @@ class KernelParams(NamedTuple):
     # mla-dp8); off = start + duration_ns / 1e6, which dense runs were pinned with (the two
     # differ in the last bit; see NOTES, issue 6)
     ns_clock: bool = False
+    role: int = 0  # kernels.codes.Role: aggregated, or the prefill / decode side of P/D
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,12 @@ def resolve(cfg) -> EngineSpec:
     missing = unsupported_features(cfg)
     if missing:
         raise NotAvailableError(f"{cfg.source_path}: {missing[0]}")
+    return resolve_role(cfg, "aggregated")
+
+
+def resolve_role(cfg, role: str) -> EngineSpec:
+    """The EngineSpec of one worker role: aggregated, or prefill / decode (P/D)."""
     eng = cfg.engine
-    role = "aggregated"
     worker = eng.workers[role]
     base = Path(cfg.source_path).parent if cfg.source_path else None
     model = load_model(eng.model, base_dir=base)
@@ -283,13 +288,15 @@ def _check_can_finish(cfg, spec: EngineSpec) -> None:
     """Reject deployments on which a request can never finish (AISimulate loops or aborts)."""
     where = f"{cfg.source_path}: engine.workers.{spec.role}"
     p, o, bs = spec.input_tokens, spec.output_tokens, spec.block_size
+    if spec.role == "prefill":
+        o = 1  # a prefill worker computes the prompt and one internal token
     if spec.max_model_len is not None and p < spec.max_model_len:
         o = min(o, spec.max_model_len - p)
     if spec.max_model_len is not None and p >= spec.max_model_len:
         return  # every request is rejected; reported as "no request completed"
     if spec.backend == "vllm":
         prompt_blocks = -(-p // bs)
-        if prompt_blocks > spec.num_blocks:
+        if prompt_blocks > spec.num_blocks and spec.role != "decode":
             return  # rejected at admission like AISimulate does
         # MTP reserves KV for the whole final burst, the last token included
         longest = -(-(p + o - (0 if spec.nextn else 1)) // bs)
@@ -298,7 +305,7 @@ def _check_can_finish(cfg, spec: EngineSpec) -> None:
                 f"{where}.kv_cache.capacity.blocks: a request of {p} prompt + {o} output "
                 f"tokens needs {longest} blocks of {bs} tokens but a rank has {spec.num_blocks}; "
                 "it could never finish. Raise the capacity or shorten the request")
-    if not spec.chunked_prefill and p > spec.max_tokens:
+    if not spec.chunked_prefill and p > spec.max_tokens and spec.role != "decode":
         # the first prompt on a rank has no cache hit, so it could never be scheduled
         raise CapacityError(
             f"{where}.scheduler.max_batched_tokens: {spec.max_tokens} is smaller than a "

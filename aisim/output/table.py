@@ -45,13 +45,16 @@ def render_table(pred: dict, role: str = "aggregated") -> str:
            line(header), "┡━" + bar.replace("╋", "╇") + "━┩"]
     out += [line(r) for r in rows]
     out.append("└━" + "━┴━".join("━" * w for w in widths) + "━┘")
-    prov = pred.get("prediction_provenance", {}).get(role, {})
+    by_role = pred.get("prediction_provenance", {})
     out.append(f"Wall Time (ms): {pred.get('wall_time_ms', 0.0):.2f}")
     out.append(f"Prefix Cache Reused Ratio: {pred.get('prefix_cache_reused_ratio') or 0.0:.2f}")
     out.append("First Admission Prefix Cache Reused Ratio: "
                f"{pred.get('first_admission_prefix_cache_reused_ratio') or 0.0:.2f}")
-    dv = prov.get("data_version") or (
-        f"unavailable ({prov.get('data_version_unavailable_reason', '')})")
-    out.append(f"Timing ({role}): estimator={prov.get('estimator')}; "
-               f"source={prov.get('timing_source')}; data_version={dv}")
+    # a disaggregated run has one provenance per role (prefill, decode)
+    for name in [role] if role in by_role else sorted(by_role):
+        prov = by_role[name]
+        dv = prov.get("data_version") or (
+            f"unavailable ({prov.get('data_version_unavailable_reason', '')})")
+        out.append(f"Timing ({name}): estimator={prov.get('estimator')}; "
+                   f"source={prov.get('timing_source')}; data_version={dv}")
     return "\n".join(out)

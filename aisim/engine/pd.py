@@ -1,0 +1,261 @@
+"""Disaggregated prefill/decode runs (behaviour.md 10): one EngineSpec per role, the transfer
+model, and the call into the compiled P/D event loop (kernels/loop_pd.py)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from aisim import state as st
+from aisim.engine.spec import EngineSpec, resolve_role
+from aisim.errors import CapacityError, NotAvailableError
+from aisim.kernels.codes import ReqStatus, Role, RunResult
+from aisim.traffic import Traffic
+
+
+@dataclass(frozen=True)
+class PDSpec:
+    prefill: EngineSpec
+    decode: EngineSpec
+    transfer: st.TransferParams
+
+    @property
+    def role(self) -> str:
+        return "disaggregated"
+
+    @property
+    def timing(self) -> str:
+        return self.decode.timing
+
+
+@dataclass
+class PDResult:
+    spec: PDSpec
+    traffic: Traffic  # the decode role's view (output lengths it will emit)
+    req_p: st.RequestState
+    req_d: st.RequestState
+    pd: st.PDState
+    stats: st.StatsState
+    log: st.AdmissionLog | None
+    sim_ms: float
+    memo_p: st.TimingMemo | None = None
+    memo_d: st.TimingMemo | None = None
+
+
+def resolve_pd(cfg) -> PDSpec:
+    """Config (mode disaggregated) -> per-role specs and the KV-transfer parameters."""
+    from aisim.config import unsupported_features
+    from aisim.memory import checkpoint_kv_bytes_per_token
+
+    missing = unsupported_features(cfg)
+    if missing:
+        raise NotAvailableError(f"{cfg.source_path}: {missing[0]}")
+    if cfg.engine.nextn > 0:
+        raise NotAvailableError(
+            f"{cfg.source_path}: engine.nextn: native MTP with disaggregated prefill/decode is "
+            "not available yet in aisim; use aggregated mode or nextn 0"
+        )
+    prefill = resolve_role(cfg, "prefill")
+    decode = resolve_role(cfg, "decode")
+    kvt = cfg.engine.kv_transfer
+    bandwidth = 0.0
+    bytes_per_token = 0.0
+    full_prompt = False
+    if kvt is not None:
+        full_prompt = kvt.timing_mode == "full_prompt"
+        if kvt.bandwidth_gb_per_second is not None:
+            bandwidth = float(kvt.bandwidth_gb_per_second)
+        if kvt.bytes_per_token == "auto":
+            # KV bytes of one token on one source (prefill) rank
+            bytes_per_token = float(checkpoint_kv_bytes_per_token(prefill.model, prefill.tensor))
+        else:
+            bytes_per_token = float(kvt.bytes_per_token)
+    return PDSpec(prefill, decode, st.TransferParams(bytes_per_token, bandwidth, full_prompt))
+
+
+def _params(spec: EngineSpec, role: Role, n: int, capture: bool):
+    return spec.kernel_params(capture)._replace(
+        max_seqs=max(1, min(spec.max_seqs, n)), role=int(role)
+    )
+
+
+def _run(
+    pdspec: PDSpec, traffic_p: Traffic, traffic_d: Traffic, capture: bool, plans, log_capacity: int
+):
+    from aisim.kernels.loop_pd import run_disaggregated
+
+    sp, sd = pdspec.prefill, pdspec.decode
+    n = len(traffic_d.prompt_len)
+    # slot rows per rank: running requests plus those holding KV outside the running list
+    # (source held on the prefill side; reserved / activated on the decode side)
+    in_flight = min(sp.concurrency, n) if sp.load == "concurrency" else n
+    rows_p = max(1, min(n, min(sp.max_seqs, n) + in_flight))
+    rows_d = max(1, min(n, min(sd.max_seqs, n) + in_flight))
+    longest_p = int(traffic_p.prompt_len.max()) + 1 if n else 1
+    longest_d = int((traffic_d.prompt_len + traffic_d.output_len).max()) if n else 1
+    req_p, ranks_p, blocks_p, workers_p, stats, log = st.allocate(
+        n,
+        sp.num_ranks,
+        sp.replicas,
+        rows_p,
+        sp.num_blocks,
+        -(-longest_p // sp.block_size) + 1,
+        log_capacity,
+        sp.block_size,
+    )
+    req_d, ranks_d, blocks_d, workers_d, _, _ = st.allocate(
+        n,
+        sd.num_ranks,
+        sd.replicas,
+        rows_d,
+        sd.num_blocks,
+        -(-longest_d // sd.block_size) + 1,
+        1,
+        sd.block_size,
+    )
+    req_p.prompt_len[:] = traffic_p.prompt_len
+    req_p.output_len[:] = 1  # the prefill side's one internal (unreported) token
+    req_p.arrival_ms[:] = traffic_p.arrival_ms
+    req_p.pfx_start[:] = traffic_p.pfx_start
+    req_p.pfx_len[:] = traffic_p.pfx_len
+    req_d = req_d._replace(prompt_len=req_p.prompt_len, arrival_ms=req_p.arrival_ms)
+    req_d.output_len[:] = traffic_d.output_len
+    req_d.pfx_start[:] = traffic_d.pfx_start
+    req_d.pfx_len[:] = traffic_d.pfx_len
+    pd = st.allocate_pd(n, sd.num_ranks, sd.replicas, sp.replicas)
+    (plan_p, memo_p), (plan_d, memo_d) = plans
+    code, where = run_disaggregated(
+        pd,
+        pdspec.transfer,
+        stats,
+        log,
+        st.allocate_mtp(0, None, 1),
+        st.allocate_passlog(1),
+        _params(sp, Role.PREFILL, n, capture),
+        req_p,
+        ranks_p,
+        blocks_p,
+        workers_p,
+        st.prefix_keys(traffic_p.pfx_hash, traffic_p.pfx_src_tokens, sp.block_size,
+                       -(-longest_p // sp.block_size) + 1),
+        plan_p,
+        memo_p,
+        _params(sd, Role.DECODE, n, capture),
+        req_d,
+        ranks_d,
+        blocks_d,
+        workers_d,
+        st.prefix_keys(traffic_d.pfx_hash, traffic_d.pfx_src_tokens, sd.block_size,
+                       -(-longest_d // sd.block_size) + 1),
+        plan_d,
+        memo_d,
+    )
+    return code, where, req_p, req_d, pd, stats, log
+
+
+def _timing_arrays(spec: EngineSpec, plan):
+    if spec.timing == "op_level":
+        return plan.arrays, st.allocate_memo(len(plan.op_names))
+    return st.placeholder_plan(), st.allocate_memo(1, 16)
+
+
+def load_engine_pd(pdspec: PDSpec) -> None:
+    """Load the compiled P/D loop before the timed span (see run.load_engine)."""
+    from aisim.traffic import synthetic
+
+    tiny = [dataclasses_replace(s, num_requests=0) for s in (pdspec.prefill, pdspec.decode)]
+    traffic = synthetic(tiny[1])
+    plans = [(st.placeholder_plan(), st.allocate_memo(1, 16)) for _ in range(2)]
+    _run(PDSpec(tiny[0], tiny[1], pdspec.transfer), synthetic(tiny[0]), traffic, False, plans, 1)
+
+
+def dataclasses_replace(spec: EngineSpec, **changes) -> EngineSpec:
+    import dataclasses
+
+    return dataclasses.replace(spec, **changes)
+
+
+def simulate_pd(pdspec: PDSpec, capture: bool = False, plans=(None, None)) -> PDResult:
+    from aisim.traffic import synthetic
+
+    traffic_p = synthetic(pdspec.prefill)
+    traffic_d = synthetic(pdspec.decode)
+    timing = [
+        _timing_arrays(s, plan)
+        for s, plan in zip((pdspec.prefill, pdspec.decode), plans, strict=True)
+    ]
+    n = len(traffic_d.prompt_len)
+    log_capacity = 4 * n + 16 if capture else 1
+    t0 = time.perf_counter()
+    while True:
+        code, where, req_p, req_d, pd, stats, log = _run(
+            pdspec, traffic_p, traffic_d, capture, timing, log_capacity
+        )
+        if code != RunResult.LOG_FULL:
+            break
+        log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
+        timing = [
+            _timing_arrays(s, plan)
+            for s, plan in zip((pdspec.prefill, pdspec.decode), plans, strict=True)
+        ]
+    sim_ms = (time.perf_counter() - t0) * 1000.0
+    if code != RunResult.OK:
+        raise RuntimeError(
+            f"internal error: P/D event loop returned {RunResult(code).name} at worker {where}"
+        )
+    spawned = np.count_nonzero(req_p.status != ReqStatus.NOT_ARRIVED)
+    done = np.count_nonzero(
+        (req_d.status == ReqStatus.FINISHED) | (req_p.status == ReqStatus.REJECTED)
+    )
+    if spawned < n or done < spawned:
+        stuck = (
+            "prefill"
+            if np.any(
+                np.isnan(pd.held_ms)
+                & (req_p.status != ReqStatus.REJECTED)
+                & (req_p.status != ReqStatus.NOT_ARRIVED)
+            )
+            else "decode"
+        )
+        s = pdspec.prefill if stuck == "prefill" else pdspec.decode
+        raise CapacityError(
+            f"the {stuck} workers can make no progress: requests never fit their KV pool "
+            f"({s.num_blocks} blocks of {s.block_size} tokens per rank) or token budget "
+            f"({s.max_tokens}); raise engine.workers.{stuck}.kv_cache.capacity"
+        )
+    return PDResult(
+        pdspec,
+        traffic_d,
+        req_p,
+        req_d,
+        pd,
+        stats,
+        log if capture else None,
+        sim_ms,
+        timing[0][1] if pdspec.prefill.timing == "op_level" else None,
+        timing[1][1] if pdspec.decode.timing == "op_level" else None,
+    )
+
+
+def merged_requests(result: PDResult) -> st.RequestState:
+    """One request view for the summary: decode-side tokens, prefill-side admission facts.
+
+    Status: completed when the decode side finished it; rejected when the prefill side did;
+    in flight otherwise.
+    """
+    rp, rd = result.req_p, result.req_d
+    status = np.where(
+        rd.status == ReqStatus.FINISHED,
+        ReqStatus.FINISHED,
+        np.where(rp.status == ReqStatus.FINISHED, ReqStatus.RUNNING, rp.status),
+    ).astype(rd.status.dtype)
+    terminal = np.where(rp.status == ReqStatus.REJECTED, rp.terminal_ms, rd.terminal_ms)
+    return rd._replace(
+        status=status,
+        terminal_ms=terminal,
+        num_admissions=rp.num_admissions + rd.num_admissions,
+        reused_first=rp.reused_first,
+        reused_max=np.maximum(rp.reused_max, rd.reused_max),
+    )

@@ -1,0 +1,476 @@
+"""The disaggregated (P/D) event loop: a prefill pool and a decode pool joined by KV transfers
+(behaviour.md 10, the vLLM "source-first" handoff).
+
+Each pool runs the ordinary per-rank pass of kernels/sched.py on its own state (its own
+KernelParams with `role` prefill or decode). A request's prompt completes on a prefill rank,
+whose KV it keeps ("source held"); it is routed to a decode rank, waits there until that rank
+reserves its KV (one reservation per retry), is transferred, then activated at the decode
+worker's next pass boundary, and from then on decodes like any running request.
+
+At each distinct event time T, until nothing changes: apply the pass completions at T (in
+pass-start order), then the transfer completions, then the arrivals, then execute the queued
+handoff actions FIFO. Then start passes on idle prefill workers with work, then on idle decode
+workers with work.
+"""
+
+import numpy as np
+
+from aisim.kernels import kv_blocks as kv
+from aisim.kernels import loop, sched
+from aisim.kernels._jit import helper, kernel
+from aisim.kernels.codes import (
+    CNT_PASSES,
+    CNT_SPAWNED,
+    PD_Q_HEAD,
+    PD_Q_TAIL,
+    PD_RR_DECODE,
+    PD_RR_PREFILL,
+    PD_XFERS,
+    Backend,
+    LoadKind,
+    PDAction,
+    ReqStatus,
+    RunResult,
+)
+from aisim.kernels.tokstats import flush_gaps
+
+
+@helper
+def _enqueue(pd, kind, q):
+    cap = pd.act_kind.shape[0]
+    tail = pd.scalars[PD_Q_TAIL]
+    pd.act_kind[tail % cap] = kind
+    pd.act_req[tail % cap] = q
+    pd.scalars[PD_Q_TAIL] = tail + 1
+
+
+@helper
+def _fifo_push(link, heads, tails, k, q):
+    link[q] = -1
+    t = tails[k]
+    if t >= 0:
+        link[t] = q
+    else:
+        heads[k] = q
+    tails[k] = q
+
+
+@helper
+def _fifo_pop(link, heads, tails, k):
+    q = heads[k]
+    nxt = link[q]
+    heads[k] = nxt
+    if nxt < 0:
+        tails[k] = -1
+    link[q] = -1
+    return q
+
+
+@helper
+def _activated_outstanding(p, req, ranks, blocks, r):
+    """TRT-LLM: blocks activated-but-not-yet-running destinations still need to complete."""
+    total = 0
+    q = ranks.wait_head[r]
+    while q >= 0:
+        if req.num_admissions[q] == 0:
+            full = sched.ceil_div(req.prompt_len[q] + req.output_len[q], p.block_size)
+            total += full - blocks.slot_nblk[req.slot[q]]
+        q = req.wait_next[q]
+    return total
+
+
+@helper
+def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
+    """One retry on decode rank r: reserve KV for the head pending destination if it fits.
+
+    vLLM: the prompt's blocks (less active prefix hits) must fit in the free blocks. TRT-LLM
+    reserves to completion: ceil((P + O) / bs) must fit beside what running and reserved
+    requests still need; it takes only the prompt blocks and no prefix credit (17.7).
+    """
+    if pd.pend_len[r] == 0 or ranks.run_len[r] >= p.max_seqs:
+        return
+    q = pd.pend_head[r]
+    bs = p.block_size
+    prompt = req.prompt_len[q]
+    prompt_blocks = sched.ceil_div(prompt, bs)
+    hits = 0
+    if p.backend == Backend.TRTLLM:
+        full = sched.ceil_div(prompt + req.output_len[q], bs)
+        avail = (
+            kv.num_free(ranks, r)
+            - sched.trt_outstanding(p, req, blocks, ranks, r)
+            - pd.trt_need[r]
+            - _activated_outstanding(p, req, ranks, blocks, r)
+        )
+        if full > avail:
+            return
+    else:
+        hits, active = kv.probe_prefix(
+            req, blocks, pfx_hash, q, r, prompt, bs, p.prefix_caching, False
+        )
+        if prompt_blocks - active > kv.num_free(ranks, r):
+            return
+    _fifo_pop(pd.dlink, pd.pend_head, pd.pend_tail, r)
+    pd.pend_len[r] -= 1
+    top = ranks.slot_top[r] - 1
+    slot = blocks.slot_stack[r * ranks.run_list.shape[1] + top]
+    ranks.slot_top[r] = top
+    req.slot[q] = slot
+    kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits)
+    kv.grow_slot(ranks, blocks, r, slot, prompt_blocks, p.num_blocks)
+    if p.backend == Backend.TRTLLM:
+        pd.trt_need[r] += sched.ceil_div(prompt + req.output_len[q], bs) - prompt_blocks
+    # observed: a destination-side hit shortens the transfer but is not reported as reuse
+    pd.reserved_ms[q] = t_ms
+    pd.xfer_tokens[q] = (prompt_blocks - hits) * bs
+    _enqueue(pd, PDAction.START_TRANSFER, q)
+
+
+@helper
+def _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms):
+    r = req.rank[q]
+    pd.activated_ms[q] = t_ms
+    if p.prefix_caching:
+        # the transferred blocks become hittable once the request is activated (observed:
+        # destinations reserved at the same instant do not hit each other's prompt blocks)
+        kv.register_full_blocks(
+            req, blocks, pfx_hash, q, r, req.slot[q], req.prompt_len[q], p.block_size
+        )
+    req.status[q] = ReqStatus.WAITING
+    sched.push_waiting_back(req, ranks, r, q)
+    if p.backend == Backend.TRTLLM:
+        # from now on its remaining need is counted through the running list once admitted
+        pd.trt_need[r] -= sched.ceil_div(
+            req.prompt_len[q] + req.output_len[q], p.block_size
+        ) - sched.ceil_div(req.prompt_len[q], p.block_size)
+    _try_reserve_unit(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
+    # the source is released once the destination holds the request (observed: a release
+    # never precedes its activation, even on an idle prefill worker)
+    _enqueue(pd, PDAction.RELEASE, q)
+
+
+@helper
+def _apply_release(pd, p, req, ranks, blocks, q, t_ms):
+    sched.free_request_kv(p, req, ranks, blocks, req.rank[q], q)
+    pd.released_ms[q] = t_ms
+
+
+@kernel
+def _finish_pass_unit(p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
+    loop._finish_pass(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
+
+
+@kernel
+def _try_reserve_unit(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
+    _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
+
+
+@helper
+def _finish_prefill(pd, p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
+    """Prefill pass end: deferred releases, then the completed prompts become source held."""
+    while pd.drel_head[w] >= 0:
+        q = _fifo_pop(pd.plink, pd.drel_head, pd.drel_tail, w)
+        _apply_release(pd, p, req, ranks, blocks, q, t_ms)
+    _finish_pass_unit(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
+    for d in range(p.dp_size):
+        r = w * p.dp_size + d
+        for k in range(ranks.held_len[r]):
+            q = ranks.held_list[r, k]
+            ranks.held_list[r, k] = -1
+            pd.held_ms[q] = t_ms
+            _enqueue(pd, PDAction.RESERVE, q)
+        ranks.held_len[r] = 0
+
+
+@helper
+def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
+    """Decode pass end: tokens and retirements, a reservation retry per rank, then the
+    activations deferred while the pass ran (each applied one retries again)."""
+    _finish_pass_unit(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
+    for d in range(p.dp_size):
+        _try_reserve_unit(pd, p, req, ranks, blocks, pfx_hash, w * p.dp_size + d, t_ms)
+    while pd.dact_head[w] >= 0:
+        q = _fifo_pop(pd.dlink, pd.dact_head, pd.dact_tail, w)
+        _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms)
+
+
+@helper
+def _has_work(p, ranks, w):
+    for d in range(p.dp_size):
+        r = w * p.dp_size + d
+        if ranks.run_len[r] > 0 or ranks.wait_len[r] > 0:
+            return True
+    return False
+
+
+@kernel
+def _start_worker(
+    p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w, t_ms
+):
+    """Start a pass on an idle worker with work. Returns loop flags; a pass that could do
+    nothing (every waiting prompt blocked on held KV) is taken back: the worker stays idle
+    until a release or completion changes its capacity."""
+    flags = loop._start_pass(
+        p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w, t_ms
+    )
+    if flags & (1 << 8):
+        workers.busy[w] = False
+        workers.num_passes[w] -= 1
+        stats.counters[CNT_PASSES] -= 1
+        for d in range(p.dp_size):
+            ranks.in_pass[w * p.dp_size + d] = False
+        flags &= ~(1 << 8)
+    return flags
+
+
+@helper
+def _execute_actions(
+    pd,
+    tp,
+    pp,
+    req_p,
+    ranks_p,
+    blocks_p,
+    workers_p,
+    pd_hash,
+    dp,
+    req_d,
+    ranks_d,
+    blocks_d,
+    workers_d,
+    dd_hash,
+    t_ms,
+):
+    """Run the queued handoff actions FIFO (actions may queue more)."""
+    cap = pd.act_kind.shape[0]
+    n_prefill_ranks = pp.num_workers * pp.dp_size
+    n_decode_ranks = dp.num_workers * dp.dp_size
+    while pd.scalars[PD_Q_HEAD] < pd.scalars[PD_Q_TAIL]:
+        h = pd.scalars[PD_Q_HEAD]
+        kind = pd.act_kind[h % cap]
+        q = pd.act_req[h % cap]
+        pd.scalars[PD_Q_HEAD] = h + 1
+        if kind == PDAction.SUBMIT:
+            r = pd.scalars[PD_RR_PREFILL] % n_prefill_ranks
+            pd.scalars[PD_RR_PREFILL] += 1
+            req_p.rank[q] = r
+            req_p.status[q] = ReqStatus.WAITING
+            sched.push_waiting_back(req_p, ranks_p, r, q)
+        elif kind == PDAction.RESERVE:
+            r = pd.scalars[PD_RR_DECODE] % n_decode_ranks
+            pd.scalars[PD_RR_DECODE] += 1
+            req_d.rank[q] = r
+            _fifo_push(pd.dlink, pd.pend_head, pd.pend_tail, r, q)
+            pd.pend_len[r] += 1
+            if not workers_d.busy[r // dp.dp_size]:
+                _try_reserve_unit(pd, dp, req_d, ranks_d, blocks_d, dd_hash, r, t_ms)
+        elif kind == PDAction.START_TRANSFER:
+            delay = 0.0
+            if tp.bandwidth_gb_s > 0.0:
+                tokens = req_d.prompt_len[q] if tp.full_prompt else pd.xfer_tokens[q]
+                delay = tokens * tp.bytes_per_token / (tp.bandwidth_gb_s * 1e9) * 1000.0
+            pd.xfer_end_ms[q] = t_ms + delay
+            n = pd.scalars[PD_XFERS]
+            pd.xfer_list[n] = q
+            pd.scalars[PD_XFERS] = n + 1
+        elif kind == PDAction.ACTIVATE:
+            w = req_d.rank[q] // dp.dp_size
+            if workers_d.busy[w]:
+                _fifo_push(pd.dlink, pd.dact_head, pd.dact_tail, w, q)
+            else:
+                _apply_activation(pd, dp, req_d, ranks_d, blocks_d, dd_hash, q, t_ms)
+        else:
+            w = req_p.rank[q] // pp.dp_size
+            if workers_p.busy[w]:
+                _fifo_push(pd.plink, pd.drel_head, pd.drel_tail, w, q)
+            else:
+                _apply_release(pd, pp, req_p, ranks_p, blocks_p, q, t_ms)
+
+
+@kernel
+def run_disaggregated(
+    pd,
+    tp,
+    stats,
+    log,
+    mtp,
+    plog,
+    pp,
+    req_p,
+    ranks_p,
+    blocks_p,
+    workers_p,
+    pd_hash,
+    plan_p,
+    memo_p,
+    dp,
+    req_d,
+    ranks_d,
+    blocks_d,
+    workers_d,
+    dd_hash,
+    plan_d,
+    memo_d,
+):
+    """Advance the whole P/D simulation. Returns (RunResult code, detail).
+
+    req_p and req_d share prompt_len and arrival_ms; req_p's output length is 1 (the prefill
+    side's internal token), req_d's the real one. stats (gaps, counters) is shared. `mtp` is
+    the NoMtp placeholder (MTP in P/D is not available yet).
+    """
+    n_req = req_d.prompt_len.shape[0]
+    if pp.load_kind == LoadKind.CONCURRENCY:
+        first = min(pp.concurrency, n_req)
+        for k in range(first):
+            req_d.arrival_ms[k] = 0.0
+        stats.counters[CNT_SPAWNED] = first
+    else:
+        stats.counters[CNT_SPAWNED] = n_req
+    n_wp = pp.num_workers
+    n_wd = dp.num_workers
+    routed = 0
+    t = 0.0
+    while True:
+        t_next = np.inf
+        for w in range(n_wp):
+            if workers_p.busy[w] and workers_p.pass_end_ms[w] < t_next:
+                t_next = workers_p.pass_end_ms[w]
+        for w in range(n_wd):
+            if workers_d.busy[w] and workers_d.pass_end_ms[w] < t_next:
+                t_next = workers_d.pass_end_ms[w]
+        for k in range(pd.scalars[PD_XFERS]):
+            e = pd.xfer_end_ms[pd.xfer_list[k]]
+            if e < t_next:
+                t_next = e
+        if routed < stats.counters[CNT_SPAWNED]:
+            a = req_d.arrival_ms[routed]
+            if a < t_next:
+                t_next = a if a > t else t
+        if t_next == np.inf:
+            break
+        t = t_next
+        while True:
+            changed = False
+            # --- pass completions at t, in pass-start order (prefill before decode on ties)
+            while True:
+                best = -1
+                best_start = np.inf
+                for w in range(n_wp):
+                    if workers_p.busy[w] and workers_p.pass_end_ms[w] <= t:
+                        if workers_p.pass_start_ms[w] < best_start:
+                            best = w
+                            best_start = workers_p.pass_start_ms[w]
+                for w in range(n_wd):
+                    if workers_d.busy[w] and workers_d.pass_end_ms[w] <= t:
+                        if workers_d.pass_start_ms[w] < best_start:
+                            best = n_wp + w
+                            best_start = workers_d.pass_start_ms[w]
+                if best < 0:
+                    break
+                changed = True
+                if best < n_wp:
+                    _finish_prefill(
+                        pd, pp, req_p, ranks_p, blocks_p, workers_p, stats, mtp, np.int64(best), t
+                    )
+                else:
+                    _finish_decode(
+                        pd,
+                        dp,
+                        req_d,
+                        ranks_d,
+                        blocks_d,
+                        workers_d,
+                        stats,
+                        dd_hash,
+                        mtp,
+                        np.int64(best - n_wp),
+                        t,
+                    )
+            # --- transfer completions at t, in start order
+            n = pd.scalars[PD_XFERS]
+            kept = 0
+            for k in range(n):
+                q = pd.xfer_list[k]
+                if pd.xfer_end_ms[q] <= t:
+                    _enqueue(pd, PDAction.ACTIVATE, q)
+                    changed = True
+                else:
+                    pd.xfer_list[kept] = q
+                    kept += 1
+            pd.scalars[PD_XFERS] = kept
+            # --- arrivals at t (closed loop: replacements of requests retired at t)
+            while routed < stats.counters[CNT_SPAWNED] and req_d.arrival_ms[routed] <= t:
+                _enqueue(pd, PDAction.SUBMIT, routed)
+                routed += 1
+                changed = True
+            # most instants (a decode pass end with no handoff) queue nothing
+            if pd.scalars[PD_Q_HEAD] < pd.scalars[PD_Q_TAIL]:
+                _execute_actions(
+                    pd,
+                    tp,
+                    pp,
+                    req_p,
+                    ranks_p,
+                    blocks_p,
+                    workers_p,
+                    pd_hash,
+                    dp,
+                    req_d,
+                    ranks_d,
+                    blocks_d,
+                    workers_d,
+                    dd_hash,
+                    t,
+                )
+                changed = True
+            if not changed:
+                break
+        # --- start passes: idle prefill workers with work, then idle decode workers
+        for w in range(n_wp):
+            if workers_p.busy[w] or not _has_work(pp, ranks_p, w):
+                continue
+            flags = _start_worker(
+                pp,
+                req_p,
+                ranks_p,
+                blocks_p,
+                workers_p,
+                stats,
+                log,
+                pd_hash,
+                plan_p,
+                memo_p,
+                mtp,
+                plog,
+                w,
+                t,
+            )
+            if flags & sched.SCHED_TRT_PREEMPT:
+                return RunResult.TRT_PREEMPTION, w
+            if flags & sched.SCHED_LOG_FULL:
+                return RunResult.LOG_FULL, w
+        for w in range(n_wd):
+            if workers_d.busy[w] or not _has_work(dp, ranks_d, w):
+                continue
+            flags = _start_worker(
+                dp,
+                req_d,
+                ranks_d,
+                blocks_d,
+                workers_d,
+                stats,
+                log,
+                dd_hash,
+                plan_d,
+                memo_d,
+                mtp,
+                plog,
+                w,
+                t,
+            )
+            if flags & sched.SCHED_TRT_PREEMPT:
+                return RunResult.TRT_PREEMPTION, n_wp + w
+            if flags & sched.SCHED_LOG_FULL:
+                return RunResult.LOG_FULL, n_wp + w
+    flush_gaps(stats)
+    return RunResult.OK, -1
