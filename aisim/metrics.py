@@ -126,7 +126,8 @@ def summarize(result) -> dict:
     out["total_output_tokens"] = total_out
     out["processed_tokens"] = total_in + total_out
     out["committed_prefill_tokens"] = int(stats.counters[CNT_COMMITTED])
-    if spec.max_time_ms != float("inf"):
+    cut_off = spec.max_time_ms != float("inf") and getattr(result, "ranks", None) is not None
+    if cut_off:
         out["committed_prefill_tokens"] -= _open_pass_prefill(result)
     reused_max = int(req.reused_max[completed].sum())
     reused_first = int(req.reused_first[completed].sum())
@@ -139,7 +140,7 @@ def summarize(result) -> dict:
     out["decode_gpus_per_worker"] = gpus
     out["prefill_worker_seconds"] = 0.0
     worker_seconds = spec.replicas * duration_s if n_done else 0.0
-    if spec.max_time_ms != float("inf"):
+    if cut_off:
         worker_seconds = spec.replicas * _cutoff_clock_ms(result) / 1000.0
     out["decode_worker_seconds"] = worker_seconds
     out["gpu_hours"] = worker_seconds * gpus / 3600.0
@@ -215,12 +216,26 @@ def summarize_pd(result) -> dict:
     from aisim.engine.pd import merged_requests
 
     spec = result.spec
-    view = SimpleNamespace(spec=spec.decode, req=merged_requests(result), stats=result.stats)
-    out = summarize(view)
+    req = merged_requests(result)
+    out = summarize(SimpleNamespace(spec=spec.decode, req=req, stats=result.stats))
     pg, dg = spec.prefill.gpus_per_worker, spec.decode.gpus_per_worker
     out["prefill_gpus_per_worker"] = pg
     out["decode_gpus_per_worker"] = dg
-    if out["completed_requests"]:
+    if spec.decode.max_time_ms != float("inf"):
+        # both pools are billed until the last event processed before the cut-off
+        out["committed_prefill_tokens"] -= _open_pass_prefill(
+            SimpleNamespace(req=result.req_p, ranks=result.ranks_p))
+        arrived = req.status != ReqStatus.NOT_ARRIVED
+        xfer = result.pd.xfer_end_ms
+        clock_s = max(
+            float(result.ranks_p.last_end_ms.max()),
+            float(result.ranks_d.last_end_ms.max()),
+            float(req.arrival_ms[arrived].max()) if arrived.any() else 0.0,
+            float(xfer[xfer <= spec.decode.max_time_ms].max(initial=0.0)),
+        ) / 1000.0
+        prefill_s = spec.prefill.replicas * clock_s
+        decode_s = spec.decode.replicas * clock_s
+    elif out["completed_requests"]:
         duration_s = max(out["duration_ms"] / 1000.0, 1e-9)
         prefill_s = spec.prefill.replicas * duration_s
         decode_s = spec.decode.replicas * duration_s

@@ -105,8 +105,10 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
         if full > avail:
             return
     else:
+        # the destination computes no prompt token: a fully cached block-aligned prompt needs
+        # no transfer at all (observed, tests/golden/pd-dest-full-hit)
         hits, active = kv.probe_prefix(
-            req, blocks, pfx_hash, q, r, prompt, bs, p.prefix_caching, False
+            req, blocks, pfx_hash, q, r, prompt, bs, p.prefix_caching, True
         )
         if prompt_blocks - active > kv.num_free(ranks, r):
             return
@@ -348,6 +350,8 @@ def run_disaggregated(
                 t_next = a if a > t else t
         if t_next == np.inf:
             break
+        if t_next > dp.max_time_ms:
+            break  # soft cut-off: passes and transfers in flight never end
         t = t_next
         while True:
             changed = False

@@ -42,6 +42,8 @@ class PDResult:
     sim_ms: float
     memo_p: st.TimingMemo | None = None
     memo_d: st.TimingMemo | None = None
+    ranks_p: st.RankState | None = None  # final rank states (a cut-off run reads open passes)
+    ranks_d: st.RankState | None = None
 
 
 def resolve_pd(cfg) -> PDSpec:
@@ -82,7 +84,13 @@ def _params(spec: EngineSpec, role: Role, n: int, capture: bool):
 
 
 def _run(
-    pdspec: PDSpec, traffic_p: Traffic, traffic_d: Traffic, capture: bool, plans, log_capacity: int
+    pdspec: PDSpec,
+    traffic_p: Traffic,
+    traffic_d: Traffic,
+    capture: bool,
+    plans,
+    log_capacity: int,
+    no_stats: np.ndarray | None = None,
 ):
     from aisim.kernels.loop_pd import run_disaggregated
 
@@ -124,6 +132,8 @@ def _run(
     req_d.output_len[:] = traffic_d.output_len
     req_d.pfx_start[:] = traffic_d.pfx_start
     req_d.pfx_len[:] = traffic_d.pfx_len
+    if no_stats is not None:
+        req_d.no_stats[:] = no_stats  # decode workers stream every client-visible token gap
     pd = st.allocate_pd(n, sd.num_ranks, sd.replicas, sp.replicas)
     (plan_p, memo_p), (plan_d, memo_d) = plans
     code, where = run_disaggregated(
@@ -152,7 +162,7 @@ def _run(
         plan_d,
         memo_d,
     )
-    return code, where, req_p, req_d, pd, stats, log
+    return code, where, req_p, req_d, pd, stats, log, ranks_p, ranks_d
 
 
 def _timing_arrays(spec: EngineSpec, plan):
@@ -177,11 +187,35 @@ def dataclasses_replace(spec: EngineSpec, **changes) -> EngineSpec:
     return dataclasses.replace(spec, **changes)
 
 
-def simulate_pd(pdspec: PDSpec, capture: bool = False, plans=(None, None)) -> PDResult:
+def role_traffic(spec: EngineSpec) -> Traffic:
+    """One role's view of the requests: its block size keys the prefix hashes, its limits
+    clamp the output lengths."""
+    if spec.trace_path is not None:
+        from aisim.traffic_trace import trace_traffic
+
+        return trace_traffic(spec)
     from aisim.traffic import synthetic
 
-    traffic_p = synthetic(pdspec.prefill)
-    traffic_d = synthetic(pdspec.decode)
+    return synthetic(spec)
+
+
+def simulate_pd(pdspec: PDSpec, capture: bool = False, plans=(None, None)) -> PDResult:
+    """Run the P/D loop. With a virtual-time cut-off, run once more with the unfinished
+    requests' token gaps kept out of the ITL statistics (see run.simulate_until_cutoff)."""
+    traffic_p = role_traffic(pdspec.prefill)
+    traffic_d = role_traffic(pdspec.decode)
+    result = _simulate_pd(pdspec, traffic_p, traffic_d, capture, plans)
+    if pdspec.decode.max_time_ms == float("inf"):
+        return result
+    open_ = merged_requests(result).status < ReqStatus.FINISHED
+    open_ &= result.req_p.status != ReqStatus.NOT_ARRIVED
+    if not open_.any():
+        return result
+    return _simulate_pd(pdspec, traffic_p, traffic_d, capture, plans, no_stats=open_)
+
+
+def _simulate_pd(pdspec: PDSpec, traffic_p: Traffic, traffic_d: Traffic, capture: bool, plans,
+                 no_stats: np.ndarray | None = None) -> PDResult:
     timing = [
         _timing_arrays(s, plan)
         for s, plan in zip((pdspec.prefill, pdspec.decode), plans, strict=True)
@@ -190,8 +224,8 @@ def simulate_pd(pdspec: PDSpec, capture: bool = False, plans=(None, None)) -> PD
     log_capacity = 4 * n + 16 if capture else 1
     t0 = time.perf_counter()
     while True:
-        code, where, req_p, req_d, pd, stats, log = _run(
-            pdspec, traffic_p, traffic_d, capture, timing, log_capacity
+        code, where, req_p, req_d, pd, stats, log, ranks_p, ranks_d = _run(
+            pdspec, traffic_p, traffic_d, capture, timing, log_capacity, no_stats
         )
         if code != RunResult.LOG_FULL:
             break
@@ -209,7 +243,7 @@ def simulate_pd(pdspec: PDSpec, capture: bool = False, plans=(None, None)) -> PD
     done = np.count_nonzero(
         (req_d.status == ReqStatus.FINISHED) | (req_p.status == ReqStatus.REJECTED)
     )
-    if spawned < n or done < spawned:
+    if pdspec.decode.max_time_ms == float("inf") and (spawned < n or done < spawned):
         stuck = (
             "prefill"
             if np.any(
@@ -236,6 +270,8 @@ def simulate_pd(pdspec: PDSpec, capture: bool = False, plans=(None, None)) -> PD
         sim_ms,
         timing[0][1] if pdspec.prefill.timing == "op_level" else None,
         timing[1][1] if pdspec.decode.timing == "op_level" else None,
+        ranks_p,
+        ranks_d,
     )
 
 

@@ -222,7 +222,7 @@ def build_pd_records(result, run_id: str) -> list[dict]:
             # per request the prefill side's reuse; the summary ratio also counts the decode side
             "reused_input_tokens": int(rp.reused_max[i]),
             "routing_history": routes,
-            "session_id": f"session_{i}",
+            "session_id": session_id(result.traffic, i),
             "source_held_ms": _opt(pd.held_ms[i]),
             "source_released_ms": _opt(pd.released_ms[i]),
             "terminal_status": _STATUS_NAMES.get(int(req.status[i]), "failed"),
