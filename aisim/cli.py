@@ -153,8 +153,8 @@ def _note_cold_cache() -> None:
     from aisim.kernels._jit import cache_is_warm
 
     if not cache_is_warm():
-        click.echo("aisim: compiling simulation kernels (first run of this kind of deployment only; a few minutes)...",
-                   err=True)
+        click.echo("aisim: compiling simulation kernels (first run of this kind of deployment "
+                   "only; a few minutes)...", err=True)
 
 
 def _fast_exit() -> None:
