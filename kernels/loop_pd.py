@@ -145,7 +145,7 @@ def _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms):
         pd.trt_need[r] -= sched.ceil_div(
             req.prompt_len[q] + req.output_len[q], p.block_size
         ) - sched.ceil_div(req.prompt_len[q], p.block_size)
-    _try_reserve_unit(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
+    _retry(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
     # the source is released once the destination holds the request (observed: a release
     # never precedes its activation, even on an idle prefill worker)
     _enqueue(pd, PDAction.RELEASE, q)
@@ -164,7 +164,16 @@ def _finish_pass_unit(p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
 
 @kernel
 def _try_reserve_unit(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
+    """Out of line: its four call sites would each inline the prefix probe and block growth."""
     _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
+
+
+@helper
+def _retry(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
+    """A reservation retry on decode rank r; most pass ends have nothing pending, and the
+    out-of-line call copies every array descriptor of its arguments."""
+    if pd.pend_len[r] > 0 and ranks.run_len[r] < p.max_seqs:
+        _try_reserve_unit(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
 
 
 @helper
@@ -190,7 +199,7 @@ def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, 
     activations deferred while the pass ran (each applied one retries again)."""
     _finish_pass_unit(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
     for d in range(p.dp_size):
-        _try_reserve_unit(pd, p, req, ranks, blocks, pfx_hash, w * p.dp_size + d, t_ms)
+        _retry(pd, p, req, ranks, blocks, pfx_hash, w * p.dp_size + d, t_ms)
     while pd.dact_head[w] >= 0:
         q = _fifo_pop(pd.dlink, pd.dact_head, pd.dact_tail, w)
         _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms)
@@ -265,7 +274,7 @@ def _execute_actions(
             _fifo_push(pd.dlink, pd.pend_head, pd.pend_tail, r, q)
             pd.pend_len[r] += 1
             if not workers_d.busy[r // dp.dp_size]:
-                _try_reserve_unit(pd, dp, req_d, ranks_d, blocks_d, dd_hash, r, t_ms)
+                _retry(pd, dp, req_d, ranks_d, blocks_d, dd_hash, r, t_ms)
         elif kind == PDAction.START_TRANSFER:
             delay = 0.0
             if tp.bandwidth_gb_s > 0.0:
