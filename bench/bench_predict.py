@@ -1,8 +1,9 @@
 """Whole-process benchmark: aisim vs AISimulate on the same config, side by side.
 
 usage: python bench/bench_predict.py CONFIG.yaml [--aisimulate PATH] [--repeat N]
-Records wall time and peak RSS of each whole process (GNU time), aisim's cold run (empty numba
-cache), and both tools' reported wall_time_ms, as one JSON line appended to bench/results.jsonl.
+Records wall time and peak RSS of each whole process (compare.timed_run), aisim's cold run
+(empty numba cache), and both tools' reported wall_time_ms, as one JSON line appended to
+bench/results.jsonl.
 """
 
 from __future__ import annotations
@@ -11,31 +12,27 @@ import argparse
 import datetime
 import json
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from compare import BenchError, timed_run  # bench/ is on sys.path when run as a script
 
 HERE = Path(__file__).parent
 
 
 def _timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, dict]:
-    out = tempfile.mkdtemp()
-    full = ["/usr/bin/time", "-v", *cmd, "--output-dir", out, "--overwrite", "--format", "json"]
-    p = subprocess.run(full, capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr[-2000:]}")
-    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", p.stderr).group(1)
-    parts = [float(x) for x in wall.split(":")]
-    seconds = parts[-1] + 60 * parts[-2] + (3600 * parts[-3] if len(parts) > 2 else 0)
-    rss_kb = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1)
-    rss_mb = int(rss_kb) / 1024
-    pred = json.loads((Path(out) / "prediction.json").read_text())
-    shutil.rmtree(out)
-    return seconds, rss_mb, pred
+    """One whole process, measured by compare.py's timed_run (the harness for every workload)."""
+    exe, _, _, config = cmd
+    with tempfile.TemporaryDirectory() as out:
+        try:
+            run = timed_run(exe, Path(config).resolve(), Path(out, "pred"), env or dict(os.environ))
+        except BenchError as err:
+            sys.exit(f"failed: {err}")
+        pred = json.loads(run["prediction"].read_text())
+    return run["wall_s"], run["peak_mb"], pred
 
 
 def main() -> None:
