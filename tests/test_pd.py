@@ -3,6 +3,7 @@ errors. End-to-end parity is in tests/golden/pd-* (tests/test_golden.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,19 @@ def test_kv_transfer_rejected_in_aggregated_mode(tmp_path: Path) -> None:
     text = (GOLDEN / "single-request" / "config.yaml").read_text()
     with pytest.raises(ConfigError, match=r"engine\.kv_transfer"):
         _cfg(tmp_path, text, ("engine.kv_transfer={bandwidth_gb_per_second: 10}",))
+
+
+def test_pd_timestamps_match_aisimulate_to_the_last_bit() -> None:
+    """pd-vllm at 256 requests: every P/D timestamp of every request equals AISimulate's exactly
+    (prefill pass ends go through seconds, as AISimulate converts them; a 1-ulp drift would
+    show here long before it moves a summary field)."""
+    folder = Path(__file__).parent / "golden" / "pd-vllm-c64-r256"
+    ref = {r["session_id"]: r for r in map(json.loads, (folder / "requests.jsonl").open())}
+    pred = run_prediction(str(folder / "config.yaml"), capture=True)
+    keys = ("arrival_time_ms", "prefill_admit_ms", "source_held_ms", "destination_reserved_ms",
+            "destination_activated_ms", "decode_admit_ms", "source_released_ms",
+            "first_token_ms", "last_token_ms", "terminal_time_ms")
+    assert len(pred.records) == len(ref) == 256
+    bad = [(r["session_id"], k, r[k], ref[r["session_id"]][k])
+           for r in pred.records for k in keys if r[k] != ref[r["session_id"]][k]]
+    assert not bad, bad[:5]
