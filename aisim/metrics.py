@@ -39,6 +39,7 @@ def _round_half_away(x: float) -> int:
 
 
 def _exact_stats(name: str, values: np.ndarray) -> dict:
+    """Stats of a fresh sample array (sorted in place: one copy of a 10 M sample is enough)."""
     n = len(values)
     out: dict = {}
     if n == 0:
@@ -47,13 +48,17 @@ def _exact_stats(name: str, values: np.ndarray) -> dict:
         return out
     # cumsum accumulates left to right (np.sum is pairwise): AISimulate's mean to the bit
     mean = float(np.cumsum(values)[-1]) / n
-    ordered = np.sort(values)
+    dev = values - mean
+    dev *= dev
+    std = math.sqrt(max(0.0, float(np.mean(dev))))
+    del dev
+    values.sort()
     out[f"mean_{name}"] = mean
-    out[f"min_{name}"] = float(ordered[0])
-    out[f"max_{name}"] = float(ordered[-1])
-    out[f"std_{name}"] = float(math.sqrt(max(0.0, float(np.mean((values - mean) ** 2)))))
+    out[f"min_{name}"] = float(values[0])
+    out[f"max_{name}"] = float(values[-1])
+    out[f"std_{name}"] = std
     for key, pct in PERCENTILES:
-        out[f"{key}_{name}"] = float(ordered[_round_half_away((n - 1) * pct / 100.0)])
+        out[f"{key}_{name}"] = float(values[_round_half_away((n - 1) * pct / 100.0)])
     return out
 
 
@@ -91,21 +96,36 @@ def _sketch_stats(name: str, acc: np.ndarray, cnt: np.ndarray, bins: np.ndarray)
     return out
 
 
-def request_samples(req, completed: np.ndarray) -> dict[str, np.ndarray]:
+def request_samples(req, completed) -> dict[str, np.ndarray]:
     """TTFT / TTST / TPOT / E2E samples over completed requests, in request order."""
+    return dict(iter_request_samples(req, completed))
+
+
+def iter_request_samples(req, completed):
+    """(name, samples) one distribution at a time, so a summary holds one sample array at once.
+    `completed`: request indices, or slice(None) when every request completed (no copies)."""
     ntok = req.num_generated[completed]
+    has1 = ntok >= 1
+    has2 = ntok >= 2
+    all1, all2 = bool(has1.all()), bool(has2.all())
     arrival = req.arrival_ms[completed]
     first = req.first_token_ms[completed]
     last = req.last_token_ms[completed]
-    has1 = ntok >= 1
-    has2 = ntok >= 2
-    tpot = (last[has2] - first[has2]) / (ntok[has2] - 1)
-    return {
-        "ttft_ms": (first - arrival)[has1],
-        "ttst_ms": (req.second_token_ms[completed] - first)[has2],
-        "tpot_ms": tpot,
-        "e2e_latency_ms": (last - arrival)[has1],
-    }
+    ttft = first - arrival
+    yield "ttft_ms", ttft if all1 else ttft[has1]
+    del ttft
+    ttst = req.second_token_ms[completed] - first
+    yield "ttst_ms", ttst if all2 else ttst[has2]
+    del ttst
+    if all2:
+        tpot = last - first
+        tpot /= ntok - 1
+    else:
+        tpot = (last[has2] - first[has2]) / (ntok[has2] - 1)
+    yield "tpot_ms", tpot
+    del tpot
+    e2e = last - arrival
+    yield "e2e_latency_ms", e2e if all1 else e2e[has1]
 
 
 def summarize(result) -> dict:
@@ -114,9 +134,12 @@ def summarize(result) -> dict:
     req = result.req
     stats = result.stats
     status = req.status
-    completed = np.nonzero((status == ReqStatus.FINISHED) & (req.num_admissions > 0))[0]
+    done = (status == ReqStatus.FINISHED) & (req.num_admissions > 0)
+    n_done = int(np.count_nonzero(done))
+    # every request completed (the usual case): views instead of index copies
+    completed = slice(None) if n_done == len(status) else np.nonzero(done)[0]
+    del done
     arrived = int(np.count_nonzero(status != ReqStatus.NOT_ARRIVED))
-    n_done = len(completed)
     out: dict = {"num_requests": arrived, "completed_requests": n_done}
     total_in = int(req.prompt_len[completed].sum())
     total_out = int(req.num_generated[completed].sum())
@@ -164,12 +187,15 @@ def summarize(result) -> dict:
     out["input_throughput_tok_s"] = total_in / duration_s
     out["output_throughput_tok_s"] = total_out / duration_s
     out["total_throughput_tok_s"] = (total_in + total_out) / duration_s
-    samples = request_samples(req, completed)
-    out["num_ttft_samples"] = len(samples["ttft_ms"])
-    out["num_e2e_latency_samples"] = len(samples["e2e_latency_ms"])
-    out["num_tpot_samples"] = len(samples["tpot_ms"])
-    for name, values in samples.items():
+    ntok = req.num_generated[completed]
+    with_first = int(np.count_nonzero(ntok >= 1))
+    out["num_ttft_samples"] = with_first
+    out["num_e2e_latency_samples"] = with_first
+    out["num_tpot_samples"] = int(np.count_nonzero(ntok >= 2))
+    del ntok
+    for name, values in iter_request_samples(req, completed):
         out.update(_exact_stats(name, values))
+        del values
     out.update(_sketch_stats("itl_ms", stats.acc[0], stats.cnt[0], stats.bins[0]))
     out.update(_sketch_stats("output_token_throughput_per_user", stats.acc[1], stats.cnt[1],
                              stats.bins[1]))

@@ -62,6 +62,7 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
     from aisim.engine.spec import resolve
     from aisim.metrics import power_fields, summarize
     from aisim.output.records import build_records
+    from aisim.state import without_run_fields
     from aisim.traffic import synthetic
 
     if cfg.engine.mode == "disaggregated":
@@ -86,6 +87,7 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
         traffic = synthetic(spec)
     result = simulate_until_cutoff(spec, traffic, capture=capture, plan=plan,
                                    capture_passes=capture_passes, memo=memo)
+    result.req = without_run_fields(result.req, spec.max_time_ms != float("inf"))
     prediction = dict(summarize(result))
     prediction.update(power_fields())
     if spec.timing == "op_level":

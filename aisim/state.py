@@ -73,6 +73,19 @@ REQUEST_FIELDS = (
           "MTP: verification slots granted in the in-flight pass (1 + drafts walked); 0 = none"),
 )
 
+# Request fields only the event loop needs (queues, pass compression, MTP, scratch). A prediction
+# drops them once the loop has run, before its summary's temporaries (10 M requests: ~0.8 GB);
+# the cut-off accounting still reads the last two.
+RUN_ONLY_FIELDS = ("slot", "wait_next", "seq", "lazy", "lazy_base", "gen_base", "ev_pass",
+                   "ev_prev", "ev_next", "finishing", "activated", "no_stats", "rej_next",
+                   "drafting", "draft_slots", "sched_tokens", "computed_before")
+
+
+def without_run_fields(req, keep_cutoff_fields: bool):
+    """req with its loop-only arrays replaced by empty ones (same dtypes), freeing them."""
+    drop = RUN_ONLY_FIELDS[:-2] if keep_cutoff_fields else RUN_ONLY_FIELDS
+    return req._replace(**{name: getattr(req, name)[:0].copy() for name in drop})
+
 RANK_FIELDS = (
     Field("run_list", np.int32, "R,S", -1, "request index", "running requests, admission order"),
     Field("run_len", np.int32, "R", 0, "count", "running requests"),
@@ -389,11 +402,23 @@ def acceptance_rates(nextn: int, accepted: float) -> list[float]:
     return (rates + [0.0] * nextn)[:nextn]
 
 
-def _alloc(cls: type, fields: tuple[Field, ...], dims: dict[str, int]):
+def _alloc(cls: type, fields: tuple[Field, ...], dims: dict[str, int],
+           given: dict[str, np.ndarray] | None = None):
+    """Allocate every field, except those `given` (read-only inputs the caller already holds
+    with the declared dtype and shape: no second copy per request)."""
     arrays = []
     for f in fields:
         shape = tuple(_eval_dim(part, dims) for part in f.shape.split(","))
-        arrays.append(np.full(shape, f.fill, dtype=f.dtype))
+        if given and f.name in given:
+            a = given[f.name]
+            if a.dtype != f.dtype or a.shape != shape or not a.flags.c_contiguous:
+                raise ValueError(f"{cls.__name__}.{f.name}: expected C-contiguous {f.dtype}"
+                                 f"{shape}, got {a.dtype}{a.shape}")
+            arrays.append(a)
+        elif f.fill == 0:
+            arrays.append(np.zeros(shape, dtype=f.dtype))  # pages a run never touches stay free
+        else:
+            arrays.append(np.full(shape, f.fill, dtype=f.dtype))
     return cls(*arrays)
 
 
@@ -405,15 +430,17 @@ def _eval_dim(expr: str, dims: dict[str, int]) -> int:
 
 
 def allocate(n_requests: int, n_ranks: int, n_workers: int, max_running: int,
-             blocks_per_rank: int, row_blocks: int, log_capacity: int, block_size: int):
-    """Allocate every buffer for one run and put the KV pools in their initial state."""
+             blocks_per_rank: int, row_blocks: int, log_capacity: int, block_size: int,
+             requests: dict[str, np.ndarray] | None = None):
+    """Allocate every buffer for one run and put the KV pools in their initial state.
+    `requests` names RequestState fields taken as they are (the traffic's own arrays)."""
     map_slots = 1 << max(4, int(2 * n_ranks * blocks_per_rank).bit_length())
     # the calendar ring must span the longest gap between a lazy decoder's events (one block)
     calendar = 1 << max(6, int(2 * block_size).bit_length())
     dims = {"N": n_requests, "R": n_ranks, "W": n_workers, "S": max_running,
             "B": blocks_per_rank, "K": row_blocks, "M": map_slots, "A": log_capacity,
             "H": calendar}
-    req = _alloc(RequestState, REQUEST_FIELDS, dims)
+    req = _alloc(RequestState, REQUEST_FIELDS, dims, requests)
     ranks = _alloc(RankState, RANK_FIELDS, dims)
     blocks = _alloc(BlockState, BLOCK_FIELDS, dims)
     workers = _alloc(WorkerState, WORKER_FIELDS, dims)
