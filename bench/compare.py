@@ -282,7 +282,7 @@ def markdown(rows: list[dict], header: list[str]) -> str:
             lines.append(f"| {w} | " + " | ".join(v.get(n, "n/a") for n in names) + " |")
     else:
         lines.append("Nothing to judge: run with --aisimulate (and --cold) to check the targets.")
-    lines += ["", "Scale runs (10 M and 1 M requests): bench/SCALE.md (`python bench/scale.py`).", ""]
+    lines += ["", "Scale runs (10 M and 1 M requests): bench/SCALE.md (bench/scale.py).", ""]
     return "\n".join(lines)
 
 
