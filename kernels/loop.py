@@ -18,16 +18,16 @@ from aisim.kernels.codes import (
     CNT_PASSES,
     CNT_PREEMPTIONS,
     CNT_SPAWNED,
+    Clock,
     LoadKind,
     ReqStatus,
-    Role,
     RunResult,
 )
 from aisim.kernels.tokstats import flush_gaps
 
 
-@kernel
-def _worker_has_work(p, ranks, w):
+@helper
+def worker_has_work(p, ranks, w):
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         if ranks.run_len[r] > 0 or ranks.wait_len[r] > 0:
@@ -71,12 +71,10 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
         return 0
     workers.busy[w] = True
     workers.pass_start_ms[w] = t_ms
-    # the integer-ns pass time becomes ms the way AISimulate converts it on that path, so the
-    # float clocks agree to the last bit (pinned by the MoE goldens and pd-vllm-c64-r256)
-    if p.ns_clock:
+    if p.clock == Clock.NS_TIMES_1E6:
         workers.pass_end_ms[w] = t_ms + np.float64(dur_max) * 1e-6
-    elif p.role == Role.PREFILL:
-        workers.pass_end_ms[w] = t_ms + np.float64(dur_max) * 1e-9 * 1000.0  # via seconds
+    elif p.clock == Clock.VIA_SECONDS:
+        workers.pass_end_ms[w] = t_ms + np.float64(dur_max) * 1e-9 * 1000.0
     else:
         workers.pass_end_ms[w] = t_ms + dur_max / 1e6
     for d in range(p.dp_size):
@@ -137,7 +135,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
             if workers.busy[w]:
                 if workers.pass_end_ms[w] < t_next:
                     t_next = workers.pass_end_ms[w]
-            elif workers.ready_ms[w] > t and _worker_has_work(p, ranks, w):
+            elif workers.ready_ms[w] > t and worker_has_work(p, ranks, w):
                 if workers.ready_ms[w] < t_next:
                     t_next = workers.ready_ms[w]
         if routed < stats.counters[CNT_SPAWNED]:
@@ -176,7 +174,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
         for w in range(n_workers):
             if workers.busy[w] or workers.ready_ms[w] > t:
                 continue
-            if not _worker_has_work(p, ranks, w):
+            if not worker_has_work(p, ranks, w):
                 continue
             flags = _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo,
                                 mtp, plog, w, t)

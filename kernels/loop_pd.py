@@ -81,14 +81,13 @@ def _activated_outstanding(p, req, ranks, blocks, r):
 
 @helper
 def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
-    """One retry on decode rank r: reserve KV for the head pending destination if it fits.
+    """One retry on decode rank r (`_retry` checks first that one is pending and a running slot
+    is free): reserve KV for the head pending destination if it fits.
 
     vLLM: the prompt's blocks (less active prefix hits) must fit in the free blocks. TRT-LLM
     reserves to completion: ceil((P + O) / bs) must fit beside what running and reserved
     requests still need; it takes only the prompt blocks and no prefix credit (17.7).
     """
-    if pd.pend_len[r] == 0 or ranks.run_len[r] >= p.max_seqs:
-        return
     q = pd.pend_head[r]
     bs = p.block_size
     prompt = req.prompt_len[q]
@@ -203,15 +202,6 @@ def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, 
     while pd.dact_head[w] >= 0:
         q = _fifo_pop(pd.dlink, pd.dact_head, pd.dact_tail, w)
         _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms)
-
-
-@helper
-def _has_work(p, ranks, w):
-    for d in range(p.dp_size):
-        r = w * p.dp_size + d
-        if ranks.run_len[r] > 0 or ranks.wait_len[r] > 0:
-            return True
-    return False
 
 
 @kernel
@@ -440,7 +430,7 @@ def run_disaggregated(
                 break
         # --- start passes: idle prefill workers with work, then idle decode workers
         for w in range(n_wp):
-            if workers_p.busy[w] or not _has_work(pp, ranks_p, w):
+            if workers_p.busy[w] or not loop.worker_has_work(pp, ranks_p, w):
                 continue
             flags = _start_worker(
                 pp,
@@ -463,7 +453,7 @@ def run_disaggregated(
             if flags & sched.SCHED_LOG_FULL:
                 return RunResult.LOG_FULL, w
         for w in range(n_wd):
-            if workers_d.busy[w] or not _has_work(dp, ranks_d, w):
+            if workers_d.busy[w] or not loop.worker_has_work(dp, ranks_d, w):
                 continue
             flags = _start_worker(
                 dp,

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from aisim import state as st
+from aisim.engine.run import traffic_inputs
 from aisim.engine.spec import EngineSpec, resolve_role
 from aisim.errors import CapacityError, NotAvailableError
-from aisim.kernels.codes import ReqStatus, Role, RunResult
+from aisim.kernels.codes import Clock, ReqStatus, Role, RunResult
 from aisim.traffic import Traffic
 
 
@@ -78,9 +79,12 @@ def resolve_pd(cfg) -> PDSpec:
 
 
 def _params(spec: EngineSpec, role: Role, n: int, capture: bool):
-    return spec.kernel_params(capture)._replace(
+    params = spec.kernel_params(capture)._replace(
         max_seqs=max(1, min(spec.max_seqs, n)), role=int(role)
     )
+    if role == Role.PREFILL and params.clock == Clock.NS_OVER_1E6:
+        params = params._replace(clock=int(Clock.VIA_SECONDS))
+    return params
 
 
 def _run(
@@ -103,6 +107,7 @@ def _run(
     rows_d = max(1, min(n, min(sd.max_seqs, n) + in_flight))
     longest_p = int(traffic_p.prompt_len.max()) + 1 if n else 1
     longest_d = int((traffic_d.prompt_len + traffic_d.output_len).max()) if n else 1
+    closed_loop = sp.load == "concurrency"
     req_p, ranks_p, blocks_p, workers_p, stats, log = st.allocate(
         n,
         sp.num_ranks,
@@ -112,7 +117,15 @@ def _run(
         -(-longest_p // sp.block_size) + 1,
         log_capacity,
         sp.block_size,
+        traffic_inputs(traffic_p, closed_loop, with_output=False),
     )
+    req_p.output_len[:] = 1  # the prefill side's one internal (unreported) token
+    if closed_loop:
+        req_p.arrival_ms[:] = traffic_p.arrival_ms
+    # both sides see one prompt length and one arrival time per request (the kernel spawns
+    # closed-loop arrivals through either side)
+    inputs_d = traffic_inputs(traffic_d, True)
+    inputs_d.update(prompt_len=req_p.prompt_len, arrival_ms=req_p.arrival_ms)
     req_d, ranks_d, blocks_d, workers_d, _, _ = st.allocate(
         n,
         sd.num_ranks,
@@ -122,16 +135,8 @@ def _run(
         -(-longest_d // sd.block_size) + 1,
         1,
         sd.block_size,
+        inputs_d,
     )
-    req_p.prompt_len[:] = traffic_p.prompt_len
-    req_p.output_len[:] = 1  # the prefill side's one internal (unreported) token
-    req_p.arrival_ms[:] = traffic_p.arrival_ms
-    req_p.pfx_start[:] = traffic_p.pfx_start
-    req_p.pfx_len[:] = traffic_p.pfx_len
-    req_d = req_d._replace(prompt_len=req_p.prompt_len, arrival_ms=req_p.arrival_ms)
-    req_d.output_len[:] = traffic_d.output_len
-    req_d.pfx_start[:] = traffic_d.pfx_start
-    req_d.pfx_len[:] = traffic_d.pfx_len
     if no_stats is not None:
         req_d.no_stats[:] = no_stats  # decode workers stream every client-visible token gap
     pd = st.allocate_pd(n, sd.num_ranks, sd.replicas, sp.replicas)
