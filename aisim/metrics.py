@@ -96,13 +96,9 @@ def _sketch_stats(name: str, acc: np.ndarray, cnt: np.ndarray, bins: np.ndarray)
     return out
 
 
-def request_samples(req, completed) -> dict[str, np.ndarray]:
-    """TTFT / TTST / TPOT / E2E samples over completed requests, in request order."""
-    return dict(iter_request_samples(req, completed))
-
-
-def iter_request_samples(req, completed):
-    """(name, samples) one distribution at a time, so a summary holds one sample array at once.
+def request_samples(req, completed):
+    """(name, samples) of TTFT / TTST / TPOT / E2E over completed requests in request order,
+    one distribution at a time, so a summary holds one sample array at once.
     `completed`: request indices, or slice(None) when every request completed (no copies)."""
     ntok = req.num_generated[completed]
     has1 = ntok >= 1
@@ -164,7 +160,7 @@ def summarize(result) -> dict:
     out["prefill_worker_seconds"] = 0.0
     worker_seconds = spec.replicas * duration_s if n_done else 0.0
     if cut_off:
-        worker_seconds = spec.replicas * _cutoff_clock_ms(result) / 1000.0
+        worker_seconds = spec.replicas * _cutoff_clock_ms(req, (result.ranks,)) / 1000.0
     out["decode_worker_seconds"] = worker_seconds
     out["gpu_hours"] = worker_seconds * gpus / 3600.0
     if n_done == 0:
@@ -193,7 +189,7 @@ def summarize(result) -> dict:
     out["num_e2e_latency_samples"] = with_first
     out["num_tpot_samples"] = int(np.count_nonzero(ntok >= 2))
     del ntok
-    for name, values in iter_request_samples(req, completed):
+    for name, values in request_samples(req, completed):
         out.update(_exact_stats(name, values))
         del values
     out.update(_sketch_stats("itl_ms", stats.acc[0], stats.cnt[0], stats.bins[0]))
@@ -202,13 +198,14 @@ def summarize(result) -> dict:
     return out
 
 
-def _cutoff_clock_ms(result) -> float:
+def _cutoff_clock_ms(req, rank_states, other_events_ms: float = 0.0) -> float:
     """Virtual time at which a run with a cut-off stopped: its last processed event (a pass end
-    or an arrival); workers are billed until then, not until the last completion."""
-    req = result.req
+    of any rank, an arrival, or another event such as a transfer end); workers are billed until
+    then, not until the last completion."""
     arrived = req.status != ReqStatus.NOT_ARRIVED
     last_arrival = float(req.arrival_ms[arrived].max()) if arrived.any() else 0.0
-    return max(float(result.ranks.last_end_ms.max()), last_arrival)
+    last_end = max(float(ranks.last_end_ms.max()) for ranks in rank_states)
+    return max(last_end, last_arrival, other_events_ms)
 
 
 def _open_pass_prefill(result) -> int:
@@ -251,14 +248,9 @@ def summarize_pd(result) -> dict:
         # both pools are billed until the last event processed before the cut-off
         out["committed_prefill_tokens"] -= _open_pass_prefill(
             SimpleNamespace(req=result.req_p, ranks=result.ranks_p))
-        arrived = req.status != ReqStatus.NOT_ARRIVED
         xfer = result.pd.xfer_end_ms
-        clock_s = max(
-            float(result.ranks_p.last_end_ms.max()),
-            float(result.ranks_d.last_end_ms.max()),
-            float(req.arrival_ms[arrived].max()) if arrived.any() else 0.0,
-            float(xfer[xfer <= spec.decode.max_time_ms].max(initial=0.0)),
-        ) / 1000.0
+        last_xfer = float(xfer[xfer <= spec.decode.max_time_ms].max(initial=0.0))
+        clock_s = _cutoff_clock_ms(req, (result.ranks_p, result.ranks_d), last_xfer) / 1000.0
         prefill_s = spec.prefill.replicas * clock_s
         decode_s = spec.decode.replicas * clock_s
     elif out["completed_requests"]:

@@ -75,15 +75,17 @@ REQUEST_FIELDS = (
 
 # Request fields only the event loop needs (queues, pass compression, MTP, scratch). A prediction
 # drops them once the loop has run, before its summary's temporaries (10 M requests: ~0.8 GB);
-# the cut-off accounting still reads the last two.
+# the cut-off accounting (metrics._open_pass_prefill) still reads CUTOFF_FIELDS.
+CUTOFF_FIELDS = ("sched_tokens", "computed_before")
 RUN_ONLY_FIELDS = ("slot", "wait_next", "seq", "lazy", "lazy_base", "gen_base", "ev_pass",
                    "ev_prev", "ev_next", "finishing", "activated", "no_stats", "rej_next",
-                   "drafting", "draft_slots", "sched_tokens", "computed_before")
+                   "drafting", "draft_slots", *CUTOFF_FIELDS)
 
 
 def without_run_fields(req, keep_cutoff_fields: bool):
     """req with its loop-only arrays replaced by empty ones (same dtypes), freeing them."""
-    drop = RUN_ONLY_FIELDS[:-2] if keep_cutoff_fields else RUN_ONLY_FIELDS
+    drop = [name for name in RUN_ONLY_FIELDS
+            if not (keep_cutoff_fields and name in CUTOFF_FIELDS)]
     return req._replace(**{name: getattr(req, name)[:0].copy() for name in drop})
 
 RANK_FIELDS = (

@@ -72,14 +72,7 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         arrays, memo = st.placeholder_plan(), st.allocate_memo(1, 16)
     keys = st.prefix_keys(traffic.pfx_hash, traffic.pfx_src_tokens, spec.block_size, row_blocks)
     pass_rows = _pass_rows_estimate(spec, traffic) if capture_passes else 1
-    # the kernels only read these: the traffic's arrays serve as they are (a 10 M-request run
-    # would otherwise hold every length twice); closed-loop arrivals are written by the kernel
-    inputs = {"prompt_len": np.ascontiguousarray(traffic.prompt_len, np.int64),
-              "output_len": np.ascontiguousarray(traffic.output_len, np.int64),
-              "pfx_start": np.ascontiguousarray(traffic.pfx_start, np.int64),
-              "pfx_len": np.ascontiguousarray(traffic.pfx_len, np.int32)}
-    if spec.load != "concurrency":
-        inputs["arrival_ms"] = np.ascontiguousarray(traffic.arrival_ms, np.float64)
+    inputs = traffic_inputs(traffic, spec.load == "concurrency")
     t0 = time.perf_counter()
     while True:
         req, ranks, blocks, workers, stats, log = st.allocate(
@@ -117,6 +110,20 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
     return SimResult(spec, traffic, req, workers, stats, log if capture else None, sim_ms,
                      memo if spec.timing == "op_level" else None,
                      plog if capture_passes else None, ranks)
+
+
+def traffic_inputs(traffic: Traffic, closed_loop: bool, with_output: bool = True) -> dict:
+    """RequestState fields the kernels only read, as the traffic's own arrays (st.allocate
+    `requests`): a 10 M-request run would otherwise hold every length twice. Closed-loop
+    arrivals are written by the kernel, so those get their own array."""
+    inputs = {"prompt_len": np.ascontiguousarray(traffic.prompt_len, np.int64),
+              "pfx_start": np.ascontiguousarray(traffic.pfx_start, np.int64),
+              "pfx_len": np.ascontiguousarray(traffic.pfx_len, np.int32)}
+    if with_output:
+        inputs["output_len"] = np.ascontiguousarray(traffic.output_len, np.int64)
+    if not closed_loop:
+        inputs["arrival_ms"] = np.ascontiguousarray(traffic.arrival_ms, np.float64)
+    return inputs
 
 
 def reset_accumulators(memo: st.TimingMemo) -> None:
