@@ -139,10 +139,11 @@ def test_unsupported_combination_is_named(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(CONFIG.replace("backend: vllm", "backend: trtllm").replace(
         'backend_version: "0.24.0"', 'backend_version: "1.3.0rc20"').replace(
-        "deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-R1"))
+        "deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-R1").replace(
+        "tensor: 1, pipeline: 1, attention_data: 8", "tensor: 2, pipeline: 1, attention_data: 4"))
     res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
     assert res.exit_code == 2
-    assert "TRT-LLM" in res.output and "Traceback" not in res.output
+    assert "attention TP x DP" in res.output and "Traceback" not in res.output
 
 
 # Single-request AISimulate runs (1 x 1024 prompt, 3 output tokens, replicas 1): TTFT =
