@@ -160,6 +160,10 @@ ANCHORS = {
     ("trtllm", "Qwen/Qwen3-30B-A3B", 1, 2, 1, 2): (19.10031, 5.691873),
     ("trtllm", "Qwen/Qwen3-30B-A3B", 2, 1, 1, 2): (14.408254, 4.735238),
     ("trtllm", "deepseek-ai/DeepSeek-V3.2", 1, 8, 1, 8): (100.313445, 17.999537),
+    ("trtllm", "deepseek-ai/DeepSeek-V3", 1, 8, 1, 8): (89.835297, 15.779137),
+    ("trtllm", "deepseek-ai/DeepSeek-R1", 1, 8, 1, 8): (89.835297, 15.779137),
+    ("trtllm", "deepseek-ai/DeepSeek-V3", 8, 1, 1, 8): (36.746069, 6.939619),
+    ("trtllm", "deepseek-ai/DeepSeek-R1", 4, 1, 1, 4): (51.756966, 8.391883),
     ("vllm", "Qwen/Qwen3-235B-A22B", 1, 8, 1, 8): (111.707902, 17.002452),
     ("vllm", "Qwen/Qwen3-235B-A22B", 8, 1, 1, 8): (31.943534, 9.052808),
 }
