@@ -123,6 +123,6 @@ def test_per_op_energy(name: str) -> None:
 
 def test_block_is_one_reported_op() -> None:
     """AISimulate reports the composed prefill block and the decode module as `*_mla_block`."""
-    (shape, got), *_rest = _estimate("DeepSeek-V3-tp1-dp8", "prefill")
+    (_shape, got), *_rest = _estimate("DeepSeek-V3-tp1-dp8", "prefill")
     assert "context_mla_block" in {op["op"] for op in got["ops"]}
     assert "context_attention" not in {op["op"] for op in got["ops"]}
