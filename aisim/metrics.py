@@ -39,7 +39,7 @@ def _round_half_away(x: float) -> int:
 
 
 def _exact_stats(name: str, values: np.ndarray) -> dict:
-    """Stats of a fresh sample array (sorted in place: one copy of a 10 M sample is enough)."""
+    """Stats of a fresh sample array (reordered in place: one copy of a 10 M sample is enough)."""
     n = len(values)
     out: dict = {}
     if n == 0:
@@ -52,13 +52,15 @@ def _exact_stats(name: str, values: np.ndarray) -> dict:
     dev *= dev
     std = math.sqrt(max(0.0, float(np.mean(dev))))
     del dev
-    values.sort()
+    # only these order statistics are reported: a multi-kth partition is ~2x faster than a sort
+    ranks = [_round_half_away((n - 1) * pct / 100.0) for _, pct in PERCENTILES]
+    values.partition(sorted({0, n - 1, *ranks}))
     out[f"mean_{name}"] = mean
     out[f"min_{name}"] = float(values[0])
     out[f"max_{name}"] = float(values[-1])
     out[f"std_{name}"] = std
-    for key, pct in PERCENTILES:
-        out[f"{key}_{name}"] = float(values[_round_half_away((n - 1) * pct / 100.0)])
+    for (key, _), rank in zip(PERCENTILES, ranks, strict=True):
+        out[f"{key}_{name}"] = float(values[rank])
     return out
 
 

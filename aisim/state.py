@@ -374,6 +374,9 @@ class MtpState(NamedTuple):
     thresholds: np.ndarray  # uint64[nextn] Bernoulli threshold floor(rate x 2^64) per draft
     always: np.ndarray  # bool[nextn] rate == 1: accepted without consuming a draw
     rng: np.ndarray  # uint32[R, rng.STATE_WORDS] ChaCha12 stream of each scheduler rank
+    # int64[R, mtp_step.SHAPE_FIELDS] the pass's batch sums (prefill set, decode set, burst
+    # blocks), added up while the pass is scheduled so pricing needs no extra sweep
+    shape: np.ndarray
 
 
 class NoMtp(MtpState):
@@ -387,7 +390,7 @@ def allocate_mtp(nextn: int, accepted: float | None, n_ranks: int) -> MtpState:
 
     if nextn <= 0:
         return NoMtp(np.zeros(0, np.uint64), np.zeros(0, np.bool_),
-                     np.zeros((0, rng.STATE_WORDS), np.uint32))
+                     np.zeros((0, rng.STATE_WORDS), np.uint32), np.zeros((0, 8), np.int64))
     rates = acceptance_rates(nextn, float(accepted or 0.0))
     thresholds = np.zeros(nextn, np.uint64)
     always = np.zeros(nextn, np.bool_)
@@ -396,7 +399,7 @@ def allocate_mtp(nextn: int, accepted: float | None, n_ranks: int) -> MtpState:
     streams = np.zeros((n_ranks, rng.STATE_WORDS), np.uint32)
     for r in range(n_ranks):
         rng.seed_from_u64(streams[r], np.uint64(42 + r))
-    return MtpState(thresholds, always, streams)
+    return MtpState(thresholds, always, streams, np.zeros((n_ranks, 8), np.int64))
 
 
 def acceptance_rates(nextn: int, accepted: float) -> list[float]:

@@ -67,6 +67,52 @@ def in_decode_set(req, q):
     return g > 0 and req.sched_tokens[q] > 0 and req.num_computed[q] == req.prompt_len[q] + g
 
 
+# columns of MtpState.shape (one row per rank)
+SHAPE_PREFILLS = 0  # prefill-set size
+SHAPE_ISL = 1  # sum of the prefill set's prompt positions after the pass
+SHAPE_PREFIX = 2  # ... and before it
+SHAPE_DECODES = 3  # decode-set size
+SHAPE_CTX = 4  # sum of the decode set's L
+SHAPE_NEED = 5  # blocks the decode set's bursts need beyond what its members hold
+SHAPE_GROW = 6  # members that need blocks, listed in ranks.due_list[r] (idle under MTP)
+
+
+@helper
+def shape_reset(mtp, r):
+    for i in range(SHAPE_GROW + 1):
+        mtp.shape[r, i] = 0
+
+
+@helper
+def shape_add(p, req, ranks, blocks, mtp, r, q):
+    """Count request q, just scheduled on rank r, in the pass's batch sums.
+
+    Called in scheduling order (running list, then admissions), which is the running order a
+    sweep after scheduling would see: a request scheduled earlier in the pass is never preempted
+    later in it (victims come from the end of the running list), and its blocks only change at
+    the burst reservation.
+    """
+    sh = mtp.shape
+    n = req.sched_tokens[q]
+    prompt = req.prompt_len[q]
+    a = req.computed_before[q]
+    if n > 0 and a < prompt:
+        sh[r, SHAPE_PREFILLS] += 1
+        sh[r, SHAPE_ISL] += min(a + n, prompt)
+        sh[r, SHAPE_PREFIX] += a
+    if in_decode_set(req, q):
+        g = req.num_generated[q]
+        length = prompt + g
+        sh[r, SHAPE_DECODES] += 1
+        sh[r, SHAPE_CTX] += length
+        end = length + min(1 + p.nextn, req.output_len[q] - g)
+        held = blocks.slot_nblk[req.slot[q]]
+        if end > held * p.block_size:
+            sh[r, SHAPE_NEED] += ceil_div(end, p.block_size) - held
+            ranks.due_list[r, sh[r, SHAPE_GROW]] = q
+            sh[r, SHAPE_GROW] += 1
+
+
 @helper
 def reserve_bursts(p, req, ranks, blocks, r, nextn):
     """Allocate every decode-set member's burst KV; returns the request to preempt, or -1.

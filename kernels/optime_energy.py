@@ -23,13 +23,15 @@ import math
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.optime_attention import (
     KIND_CONTEXT,
+    KIND_DSA_CONTEXT,
+    KIND_DSA_GENERATION,
     KIND_GENERATION,
     _lower_bound,
     _owner,
     attention_sol_ms,
 )
 from aisim.kernels.optime_comm import allreduce_sol_ms
-from aisim.kernels.optime_gemm import _median3, gemm_sol_ms
+from aisim.kernels.optime_gemm import IDW_SITES, _median3, any_covers, covers, gemm_sol_ms
 from aisim.kernels.optime_moe import MOE_DP, moe_le
 from aisim.kernels.optime_pass import (
     C_AR_ELEM_BYTES,
@@ -42,14 +44,20 @@ from aisim.kernels.optime_pass import (
     C_NEXTN,
     C_NUM_CTX_OPS,
     C_NUM_OPS,
+    C_OVL_A_LO,
+    C_OVL_B_HI,
     C_TP,
     MODE_SOL,
     OP_ALLREDUCE,
     OP_ATTN_CONTEXT,
     OP_ATTN_GENERATION,
+    OP_DSA_CONTEXT,
+    OP_DSA_GENERATION,
     OP_GEMM_REQUESTS,
     OP_GEMM_TOKENS,
     OP_MOE,
+    OP_OVERLAP,
+    OP_SUM,
     _op_ms,
 )
 
@@ -117,11 +125,16 @@ def gemm_le(plan, g, m):
                           plan.site_flops, plan.site_bpe, plan.curve_m, plan.curve_lat,
                           plan.curve_en, mem_bw)
         return lat, pw * lat
+    only_covering = any_covers(g, m, plan.gemm_num_sites, plan.gemm_sites, plan.site_off,
+                               plan.curve_m)
     num = 0.0
     den = 0.0
     num_p = 0.0
+    taken = 0
     for i in range(plan.gemm_num_sites[g]):
         s = plan.gemm_sites[g, i]
+        if only_covering and not covers(s, m, plan.site_off, plan.curve_m):
+            continue   # the same pick as optime_gemm.gemm_latency_ms
         lat, pw = site_lp(s, m, plan.site_off, plan.site_n, plan.site_k, plan.site_flops,
                           plan.site_bpe, plan.curve_m, plan.curve_lat, plan.curve_en, mem_bw)
         util = gemm_sol_ms(m, plan.site_n[s], plan.site_k[s], plan.site_flops[s],
@@ -130,6 +143,9 @@ def gemm_le(plan, g, m):
         num += w * util
         den += w
         num_p += w * pw
+        taken += 1
+        if taken == IDW_SITES:
+            break
     lat = gemm_sol_ms(m, plan.gemm_n[g], plan.gemm_k[g], plan.gemm_flops[g], plan.gemm_bpe[g],
                       mem_bw) / (num / den)
     return lat, (num_p / den) * lat
@@ -340,7 +356,30 @@ def allreduce_le(elements, x, y, en, num_gpus, elem_bytes, link_bw):
 
 @kernel
 def _op_le(plan, i, tokens, requests, batch, seq, prefix):
-    """(latency, energy) of op i for one layer, before its scale factor."""
+    """(latency, energy) of op i for one layer, before its scale factor.
+
+    A composite op (the MoE overlap, an OP_SUM block) carries the energy of all its hidden
+    sub-ops, both overlap branches included (AISimulate, TRT-LLM DeepSeek: the overlap's
+    energy is the routed plus the shared expert's); its latency is optime_pass._op_ms's.
+    """
+    kind = plan.op_kind[i]
+    if plan.consts[C_MODE] != MODE_SOL and (kind == OP_OVERLAP or kind == OP_SUM):  # noqa: SIM109
+        if kind == OP_OVERLAP:
+            lo = int(plan.consts[C_OVL_A_LO])
+            hi = int(plan.consts[C_OVL_B_HI])
+        else:
+            lo = plan.op_index[i]
+            hi = lo + int(plan.op_param[i])
+        e = 0.0
+        for j in range(lo, hi):
+            e += _leaf_le(plan, j, tokens, requests, batch, seq, prefix)[1]
+        return _op_ms(plan, i, tokens, requests, batch, seq, prefix), e
+    return _leaf_le(plan, i, tokens, requests, batch, seq, prefix)
+
+
+@kernel
+def _leaf_le(plan, i, tokens, requests, batch, seq, prefix):
+    """(latency, energy) of a non-composite op i for one layer, before its scale factor."""
     consts = plan.consts
     kind = plan.op_kind[i]
     if consts[C_MODE] == MODE_SOL:
@@ -367,8 +406,18 @@ def _op_le(plan, i, tokens, requests, batch, seq, prefix):
     if kind == OP_MOE:
         return moe_le(tokens * plan.moe_par[MOE_DP], plan.moe_x, plan.moe_y, plan.moe_en,
                       plan.moe_par)
-    # memory ops, p2p: analytic; DSA modules, NCCL and the MoE overlap: tables without power
-    # (AISimulate reports them without energy evidence)
+    if kind == OP_DSA_CONTEXT:
+        return grid_le(KIND_DSA_CONTEXT, prefix + 1.0, seq - prefix, batch, plan.dsa_ctx_v0,
+                       plan.dsa_ctx_o0, plan.dsa_ctx_v1, plan.dsa_ctx_o1, plan.dsa_ctx_v2,
+                       plan.dsa_ctx_lat, plan.dsa_ctx_en, plan.dsa_ctx_par, plan.scratch_d,
+                       plan.scratch_i)
+    if kind == OP_DSA_GENERATION:
+        return grid_le(KIND_DSA_GENERATION, consts[C_HEADS], batch, seq, plan.dsa_gen_v0,
+                       plan.dsa_gen_o0, plan.dsa_gen_v1, plan.dsa_gen_o1, plan.dsa_gen_v2,
+                       plan.dsa_gen_lat, plan.dsa_gen_en, plan.dsa_gen_par, plan.scratch_d,
+                       plan.scratch_i)
+    # memory ops, p2p: analytic; NCCL: a table without power (AISimulate reports them without
+    # energy evidence)
     return _op_ms(plan, i, tokens, requests, batch, seq, prefix), 0.0
 
 

@@ -2,12 +2,14 @@
 
 A *site* is one collected (dtype, n, k) with its m-curve (sorted m, latency already raised to at
 least SOL at load). A planned GEMM op is either an exact site (one neighbour, weight 1, flag
-exact) or up to 4 neighbour sites with 1/(d^2 + 1e-12) weights fixed at plan time (the weights
-do not depend on m; timing.md 6.3). Every function here is pure over arrays and scalars.
+exact) or up to GEMM_MAX_NEIGHBOURS candidate neighbour sites with 1/(d^2 + 1e-12) weights fixed
+at plan time (the weights do not depend on m, timing.md 6.3; which 4 of them are averaged
+does). Every function here is pure over arrays and scalars.
 
 Mirrors: AISimulate 0.13 perf_interp v2 GEMM path (exact m -> measured; between m -> linear in
 raw latency; outside -> median utilisation of the 3 boundary points, latency = SOL / util;
-shape not collected -> IDW of per-site utilisation at the query m).
+shape not collected -> IDW of per-site utilisation at the query m over the 4 nearest sites whose
+m-curve covers m, or the 4 nearest when none does).
 """
 
 from aisim.kernels._jit import helper, kernel
@@ -76,26 +78,53 @@ def site_latency_ms(site, m, site_off, site_n, site_k, site_flops, site_bpe, cur
     return gemm_sol_ms(m, n, k, flops, bpe, mem_bw) / util
 
 
+IDW_SITES = 4   # neighbour sites averaged per query (timing.md 3.1)
+
+
+@helper
+def covers(site, m, site_off, curve_m):
+    """True when site's measured m-curve spans m (the IDW only averages such sites)."""
+    return curve_m[site_off[site]] <= m <= curve_m[site_off[site + 1] - 1]
+
+
+@helper
+def any_covers(g, m, gemm_num_sites, gemm_sites, site_off, curve_m):
+    """True when some candidate neighbour of GEMM op g has measured m (else the IDW falls back
+    to the nearest IDW_SITES candidates, m being above every curve)."""
+    for j in range(gemm_num_sites[g]):  # noqa: SIM110 (numba: no any() over a generator)
+        if covers(gemm_sites[g, j], m, site_off, curve_m):
+            return True
+    return False
+
+
 @kernel
 def gemm_latency_ms(g, m, gemm_n, gemm_k, gemm_flops, gemm_bpe, gemm_num_sites, gemm_sites,
                     gemm_weights, site_off, site_n, site_k, site_flops, site_bpe, curve_m,
                     curve_lat, mem_bw):
     """Latency of planned GEMM op g at m (ms per call).
 
-    gemm_num_sites[g] == 0 marks an exact site (gemm_sites[g, 0]); otherwise 1..4 neighbours
-    with weights gemm_weights[g, :] (1/(d^2 + 1e-12)).
+    gemm_num_sites[g] == 0 marks an exact site (gemm_sites[g, 0]); otherwise that many
+    candidate neighbours, nearest first, with weights gemm_weights[g, :] (1/(d^2 + 1e-12)): the
+    first IDW_SITES whose m-curve covers m enter the IDW (the first IDW_SITES if none does).
     """
     if gemm_num_sites[g] == 0:
         return site_latency_ms(gemm_sites[g, 0], m, site_off, site_n, site_k, site_flops,
                                site_bpe, curve_m, curve_lat, mem_bw)
+    only_covering = any_covers(g, m, gemm_num_sites, gemm_sites, site_off, curve_m)
     num = 0.0
     den = 0.0
+    taken = 0
     for i in range(gemm_num_sites[g]):
         s = gemm_sites[g, i]
+        if only_covering and not covers(s, m, site_off, curve_m):
+            continue
         lat = site_latency_ms(s, m, site_off, site_n, site_k, site_flops, site_bpe, curve_m,
                               curve_lat, mem_bw)
         util = gemm_sol_ms(m, site_n[s], site_k[s], site_flops[s], site_bpe[s], mem_bw) / lat
         w = gemm_weights[g, i]
         num += w * util
         den += w
+        taken += 1
+        if taken == IDW_SITES:
+            break
     return gemm_sol_ms(m, gemm_n[g], gemm_k[g], gemm_flops[g], gemm_bpe[g], mem_bw) / (num / den)

@@ -41,6 +41,7 @@ OP_MOE = 9             # routed experts at global tokens = tokens x attention-DP
 OP_NCCL_ALL_GATHER = 10      # elements = tokens x param
 OP_NCCL_REDUCE_SCATTER = 11  # elements = tokens x param
 OP_OVERLAP = 12        # max(sum of ops [A_LO, B_LO), sum of ops [B_LO, B_HI)), per layer
+OP_SUM = 13            # sum of the hidden ops [op_index, op_index + op_param), per layer
 
 MODE_SILICON = 0
 MODE_SOL = 1
@@ -102,6 +103,13 @@ def _op_ms(plan, i, tokens, requests, batch, seq, prefix):
         for j in range(int(consts[C_OVL_B_LO]), int(consts[C_OVL_B_HI])):
             b += _leaf_ms(plan, j, tokens, requests, batch, seq, prefix)
         return a if a >= b else b
+    if plan.op_kind[i] == OP_SUM:
+        # one reported op made of table lookups (TRT-LLM MLA block: GEMMs + attention kernel)
+        total = 0.0
+        lo = plan.op_index[i]
+        for j in range(lo, lo + int(plan.op_param[i])):
+            total += _leaf_ms(plan, j, tokens, requests, batch, seq, prefix)
+        return total
     return _leaf_ms(plan, i, tokens, requests, batch, seq, prefix)
 
 

@@ -261,6 +261,8 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
             committed += n
         budget -= charge
         flags |= SCHED_PROGRESS
+        if mtp_on(mtp):
+            mtp_step.shape_add(p, req, ranks, blocks, mtp, r, q)
         i += 1
     while d < n_due:
         run_due_event(p, req, ranks, blocks, pfx_hash, r, x, ranks.due_list[r, d])
@@ -362,6 +364,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         if mtp_on(mtp):
             if trt and remaining == n and req.num_generated[q] == 0:
                 req.draft_slots[q] = 1 + p.nextn  # TRT-LLM drafts from the prefill pass on
+            mtp_step.shape_add(p, req, ranks, blocks, mtp, r, q)
         if p.prefix_caching:
             kv.register_full_blocks(req, blocks, pfx_hash, q, r, slot, hit_tokens + n, bs)
         if hit_tokens < prompt:
@@ -645,50 +648,27 @@ def price_rank(p, req, ranks, r, x, plan, memo):
 
 
 @helper
-def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, r, x, plan, memo, flags):
+def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, mtp, r, plan, memo, flags):
     """MTP: fix the prefill part, reserve the bursts' KV (preempting the last running request
     until it fits; a victim's prefill stays priced and is lost), price the surviving decode set.
     Returns (duration_ns, flags).
 
-    One fused sweep over the running requests yields the prefill shape, the decode shape and the
-    burst blocks needed; the members that need blocks are noted in due_list (idle scratch: pass
-    compression is off under MTP), so the common case touches each request once.
+    The batch sums and the members needing burst blocks were collected while scheduling
+    (mtp_step.shape_add), so the common case sweeps the running requests no further.
     """
     bs = p.block_size
     nextn = p.nextn
-    act_list = ranks.act_list
-    grow = ranks.due_list
-    slot_nblk = blocks.slot_nblk
-    bs_p = 0
-    sum_isl = 0
-    sum_pfx = 0
-    bs_d = 0
-    sum_ctx = 0
-    need = 0
-    n_grow = 0
-    for k in range(ranks.act_len[r]):
-        q = act_list[r, k]
-        n = req.sched_tokens[q]
-        prompt = req.prompt_len[q]
-        a = req.computed_before[q]
-        if n > 0 and a < prompt:
-            bs_p += 1
-            sum_isl += min(a + n, prompt)
-            sum_pfx += a
-        if mtp_step.in_decode_set(req, q):
-            g = req.num_generated[q]
-            length = prompt + g
-            bs_d += 1
-            sum_ctx += length
-            end = length + min(1 + nextn, req.output_len[q] - g)
-            held = slot_nblk[req.slot[q]]
-            if end > held * bs:
-                need += ceil_div(end, bs) - held
-                grow[r, n_grow] = q
-                n_grow += 1
+    sh = mtp.shape
+    bs_p = sh[r, mtp_step.SHAPE_PREFILLS]
+    sum_isl = sh[r, mtp_step.SHAPE_ISL]
+    sum_pfx = sh[r, mtp_step.SHAPE_PREFIX]
+    bs_d = sh[r, mtp_step.SHAPE_DECODES]
+    sum_ctx = sh[r, mtp_step.SHAPE_CTX]
+    need = sh[r, mtp_step.SHAPE_NEED]
     if need > 0:
         if need <= kv.num_free(ranks, r):
-            for j in range(n_grow):
+            grow = ranks.due_list
+            for j in range(sh[r, mtp_step.SHAPE_GROW]):
                 q = grow[r, j]
                 g = req.num_generated[q]
                 end = req.prompt_len[q] + g + min(1 + nextn, req.output_len[q] - g)
@@ -702,6 +682,7 @@ def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, r, x, plan, me
                 flags |= SCHED_PROGRESS
                 if mtp_step.reserve_bursts(p, req, ranks, blocks, r, nextn) < 0:
                     break
+            act_list = ranks.act_list
             bs_d = 0
             sum_ctx = 0
             for k in range(ranks.act_len[r]):
@@ -727,6 +708,8 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_
         if not ok:
             lazy.flush(req, ranks, r, x)
             ranks.cooldown[r] = lazy.COOLDOWN_PASSES
+    if mtp_on(mtp):
+        mtp_step.shape_reset(mtp, r)
     budget, flags, preempted = schedule_running(
         p, req, ranks, blocks, stats, pfx_hash, r, p.max_tokens, defer, x, mtp)
     if not preempted and not (flags & SCHED_TRT_PREEMPT):
@@ -738,7 +721,7 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_
     ranks.deferred[r] = defer
     ranks.preempted[r] = preempted
     if mtp_on(mtp):
-        return reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, r, x, plan, memo,
+        return reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, mtp, r, plan, memo,
                                      flags)
     return price_rank(p, req, ranks, r, x, plan, memo), flags
 

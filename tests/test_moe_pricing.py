@@ -139,10 +139,11 @@ def test_unsupported_combination_is_named(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(CONFIG.replace("backend: vllm", "backend: trtllm").replace(
         'backend_version: "0.24.0"', 'backend_version: "1.3.0rc20"').replace(
-        "deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-R1"))
+        "deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-R1").replace(
+        "tensor: 1, pipeline: 1, attention_data: 8", "tensor: 2, pipeline: 1, attention_data: 4"))
     res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
     assert res.exit_code == 2
-    assert "TRT-LLM" in res.output and "Traceback" not in res.output
+    assert "attention TP x DP" in res.output and "Traceback" not in res.output
 
 
 # Single-request AISimulate runs (1 x 1024 prompt, 3 output tokens, replicas 1): TTFT =
@@ -159,6 +160,10 @@ ANCHORS = {
     ("trtllm", "Qwen/Qwen3-30B-A3B", 1, 2, 1, 2): (19.10031, 5.691873),
     ("trtllm", "Qwen/Qwen3-30B-A3B", 2, 1, 1, 2): (14.408254, 4.735238),
     ("trtllm", "deepseek-ai/DeepSeek-V3.2", 1, 8, 1, 8): (100.313445, 17.999537),
+    ("trtllm", "deepseek-ai/DeepSeek-V3", 1, 8, 1, 8): (89.835297, 15.779137),
+    ("trtllm", "deepseek-ai/DeepSeek-R1", 1, 8, 1, 8): (89.835297, 15.779137),
+    ("trtllm", "deepseek-ai/DeepSeek-V3", 8, 1, 1, 8): (36.746069, 6.939619),
+    ("trtllm", "deepseek-ai/DeepSeek-R1", 4, 1, 1, 4): (51.756966, 8.391883),
     ("vllm", "Qwen/Qwen3-235B-A22B", 1, 8, 1, 8): (111.707902, 17.002452),
     ("vllm", "Qwen/Qwen3-235B-A22B", 8, 1, 1, 8): (31.943534, 9.052808),
 }

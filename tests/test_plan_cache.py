@@ -19,7 +19,7 @@ def test_cached_plan_is_identical(tmp_path: Path, monkeypatch) -> None:
     cfg.write_text(OP_LEVEL)
     spec = resolve(load_config(cfg))
     fresh = provider.plan_for(spec, "test")
-    files = list((tmp_path / "plans").glob("*.npz"))
+    files = list((tmp_path / "plans").glob("*.plan"))
     assert len(files) == 1
     cached = provider.plan_for(spec, "test")
     assert cached is not fresh and cached.op_names == fresh.op_names
@@ -36,7 +36,7 @@ def test_corrupt_cache_file_is_rebuilt(tmp_path: Path, monkeypatch) -> None:
     cfg.write_text(OP_LEVEL)
     spec = resolve(load_config(cfg))
     provider.plan_for(spec, "test")
-    (path,) = (tmp_path / "plans").glob("*.npz")
+    (path,) = (tmp_path / "plans").glob("*.plan")
     path.write_bytes(b"not a plan")
     again = provider.plan_for(spec, "test")
     assert PassPricer(again).decode(8, 1025) > 0

@@ -81,7 +81,7 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
             out.append("silicon" if a.consts[KP.C_TP] > 1 else "empirical")
         elif kind in (KP.OP_ATTN_CONTEXT, KP.OP_ATTN_GENERATION, KP.OP_OVERLAP):
             out.append("mixed")   # table + analytic extras; overlap of table and memory ops
-        elif kind in (KP.OP_DSA_CONTEXT, KP.OP_DSA_GENERATION, KP.OP_MOE,
+        elif kind in (KP.OP_DSA_CONTEXT, KP.OP_DSA_GENERATION, KP.OP_MOE, KP.OP_SUM,
                       KP.OP_NCCL_ALL_GATHER, KP.OP_NCCL_REDUCE_SCATTER):
             out.append("silicon")
         else:

@@ -10,6 +10,7 @@ so kernels never meet one.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -38,7 +39,8 @@ LANE_ORDER = {
 }
 
 GEMM_GATE_OCTAVES = 2.0
-GEMM_MAX_NEIGHBOURS = 4
+GEMM_IDW_SITES = 4          # sites averaged per query (optime_gemm.IDW_SITES)
+GEMM_MAX_NEIGHBOURS = 16    # candidates stored per GEMM: the IDW sites of every m range
 EXTRA_FACTOR = 1.1  # fused attention extras (timing.md 3.5)
 
 OP_NAMES = ("embedding", "add_norm_1", "qkv_gemm", "attention", "proj_gemm", "add_norm_2",
@@ -116,6 +118,8 @@ class DensePlan(NamedTuple):
     ag_y: np.ndarray
     rs_x: np.ndarray          # NCCL reduce_scatter curve
     rs_y: np.ndarray
+    dsa_ctx_en: np.ndarray    # parallel to dsa_ctx_lat (TRT-LLM module tables carry power)
+    dsa_gen_en: np.ndarray    # parallel to dsa_gen_lat
 
 
 def no_moe_arrays() -> dict[str, np.ndarray]:
@@ -125,7 +129,7 @@ def no_moe_arrays() -> dict[str, np.ndarray]:
     nest = _empty_nest()
     out = {}
     for prefix in ("dsa_ctx", "dsa_gen"):
-        out.update({f"{prefix}_{k}": v.copy() for k, v in nest.items() if k != "en"})
+        out.update({f"{prefix}_{k}": v.copy() for k, v in nest.items()})
         out[f"{prefix}_par"] = np.zeros(KA.PAR_SIZE, np.float64)
     out.update(moe_x=np.ones(1), moe_y=np.ones(1), moe_en=np.zeros(1),
                moe_par=np.ones(KM.MOE_PAR_SIZE), ag_x=np.ones(1), ag_y=np.ones(1),
@@ -400,11 +404,13 @@ class _GemmSites:
                     op, f"gemm dtype={dtype} n={n} k={k}",
                     f"no GEMM site within {GEMM_GATE_OCTAVES} octaves and no single-axis "
                     "frontier")
-        near = near[:GEMM_MAX_NEIGHBOURS]
+        text = f"{op} ({dtype}, n={n}, k={k}): {how} from " + ", ".join(
+            f"({sn},{sk})" for _, _, (sn, sk) in near[:GEMM_IDW_SITES])
+        near = _m_range_candidates(near, rows)
+        if len(near) > GEMM_IDW_SITES:
+            text += f" (+{len(near) - GEMM_IDW_SITES} where their m-curves end)"
         ids = [self._site_id(dtype, sn, sk) for _, _, (sn, sk) in near]
         ws = [1.0 / (dd * dd + 1e-12) for dd, _, _ in near]
-        text = f"{op} ({dtype}, n={n}, k={k}): {how} from " + ", ".join(
-            f"({sn},{sk})" for _, _, (sn, sk) in near)
         return len(ids), ids, ws, text
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -439,6 +445,29 @@ class _GemmSites:
         return {"site_off": np.zeros(1, np.int64), "site_n": np.ones(1), "site_k": np.ones(1),
                 "site_flops": np.ones(1), "site_bpe": np.ones(1), "curve_m": np.ones(1),
                 "curve_lat": np.ones(1), "curve_en": np.zeros(1)}
+
+
+def _m_range_candidates(near: list, rows: dict) -> list:
+    """The neighbour sites a GEMM query may average, in distance order (timing.md 3.1).
+
+    The resolver keeps only sites whose m-curve covers the query m, then the 4 nearest; when no
+    site covers m (above every curve), the 4 nearest overall. Sites' m ranges differ (e.g. an
+    fp8_block curve ending at 16384 next to ones ending at 32768), so the chosen 4 depend on m:
+    every range between curve ends is sampled here and the union of its picks is stored; the
+    kernel (optime_gemm.gemm_latency_ms) repeats the pick at the query m.
+    """
+    ranges = [(min(rows[x[2]]), max(rows[x[2]])) for x in near]
+    ends = sorted({e for r in ranges for e in r})
+    probes = [ends[0] - 0.5, ends[-1] + 0.5, *ends]
+    probes += [(a + b) / 2.0 for a, b in itertools.pairwise(ends)]
+    keep = set(range(min(GEMM_IDW_SITES, len(near))))   # the no-cover fall-back
+    for m in probes:
+        cover = [i for i, (lo, hi) in enumerate(ranges) if lo <= m <= hi]
+        keep.update(cover[:GEMM_IDW_SITES])
+    if len(keep) > GEMM_MAX_NEIGHBOURS:
+        raise OpTableError("gemm", f"{len(near)} neighbour sites",
+                           f"more than {GEMM_MAX_NEIGHBOURS} IDW candidates needed")
+    return [near[i] for i in sorted(keep)]
 
 
 # ------------------------------------------------------------------------------- attention

@@ -38,6 +38,7 @@ from aisim.timing.plan import (
     csr_nest,
     no_moe_arrays,
 )
+from aisim.timing.plan_mla import trtllm_context_mla_block
 from aisim.timing.tables import Tables, ordered_rows
 
 # model_type -> attention module tables and the key column that selects the model's rows:
@@ -77,12 +78,6 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
             f"op-level timing for {where}: model type {model.model_type!r} has no attention "
             f"module tables; MLA models priced so far: {', '.join(ATTENTION_MODULES)}")
     ctx_family, gen_family, key_column, key_value = modules
-    if backend == "trtllm" and model.index_n_heads == 0:
-        # measured: decode matches the module table, prefill 1x1024 comes out 0.34 ms above
-        # AISimulate (89.835 ms); the TRT-LLM dense-MLA context path is not pinned down yet
-        raise NotAvailableError(
-            f"op-level timing for {where}: dense MLA (DeepSeek-V3 / R1) on TRT-LLM is not "
-            "available yet (its context attention pricing is not reproduced); use vLLM")
     t = int(tensor_parallel)
     adp = int(attention_dp)
     if t * adp != moe_tensor * moe_expert:
@@ -103,7 +98,9 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     moe_dtype = gemm_dtype
     kv_dtype = "fp8" if model.weight_quant else "bfloat16"
     mla_dtype = "bfloat16"
-    shared_inter = model.moe_intermediate_size * max(1, model.num_shared_experts) // t
+    # AISimulate keeps V3.2's shared expert whole on TRT-LLM under attention-TP
+    shared_tp = 1 if backend == "trtllm" and model.index_n_heads > 0 else t
+    shared_inter = model.moe_intermediate_size * max(1, model.num_shared_experts) // shared_tp
     gpu = system["gpu"]
     node = system["node"]
     mem_bw = float(gpu["mem_bw"])
@@ -118,6 +115,12 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
         ("router_gemm", model.num_experts, h, "bfloat16"),
         ("logits_gemm", model.vocab_size // t, h, "bfloat16"),  # frontier waiver at n > 65536
     ]
+    # TRT-LLM dense MLA (V3 / R1): the prefill attention is AISimulate's composed block
+    mla_block = None
+    if backend == "trtllm" and model.index_n_heads == 0:
+        mla_block = trtllm_context_mla_block(model, tables, heads, gemm_dtype, kv_dtype,
+                                             flops_of(kv_dtype), mem_bw, where)
+        gemm_ops += mla_block.gemm_ops
     gemm = _GemmSites(tables, mem_bw, flops_of)
     g_num = np.zeros(len(gemm_ops), np.int64)
     g_sites = np.full((len(gemm_ops), GEMM_MAX_NEIGHBOURS), -1, np.int64)
@@ -171,7 +174,10 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
 
     # ---- op lists: (name, kind, gemm index, per-token param, scale)
     # TRT-LLM gathers fp8 MoE inputs at one byte per element: half the bf16 message
-    gather = 0.5 if backend == "trtllm" and moe_dtype in ("fp8", "fp8_block") else 1.0
+    # (the NCCL all_gather of attention-DP only: the attention-TP allreduce moves bf16)
+    gather = 0.5 if backend == "trtllm" and moe_dtype in ("fp8", "fp8_block") and adp > 1 else 1.0
+    # the embedding's allreduce over the attention-TP group: vLLM only (as Qwen3 MoE)
+    embedding_ar = t > 1 and backend != "trtllm"
 
     def moe_block(layer_scale: float) -> tuple[list, list]:
         routed = [
@@ -194,13 +200,17 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     rows: list[tuple] = []
     ctx_scale = float(L)
     routed, shared = moe_block(ctx_scale)
+    attention = ("context", "attention", KP.OP_DSA_CONTEXT, -1, 0.0, ctx_scale)
+    if mla_block is not None:   # op_index / op_param: first hidden sub-op (set below), count
+        attention = ("context", "mla_block", KP.OP_SUM, -1, float(len(mla_block.sub_ops)),
+                     ctx_scale)
     rows += [("context", "embedding", KP.OP_MEM_TOKENS, -1, 2.0 * h, 1.0),
              ("context", "add_norm_1", KP.OP_MEM_TOKENS, -1, 8.0 * h, ctx_scale),
-             ("context", "attention", KP.OP_DSA_CONTEXT, -1, 0.0, ctx_scale),
+             attention,
              ("context", "add_norm_2", KP.OP_MEM_TOKENS, -1, 8.0 * h, ctx_scale)]
     rows += [("context", *r) for r in shared + routed]
     rows += [("context", "logits_gemm", KP.OP_GEMM_REQUESTS, gi_of["logits_gemm"], 0.0, 1.0)]
-    if t > 1:   # the embedding's allreduce over the attention-TP group (as Qwen3 MoE)
+    if embedding_ar:
         rows.append(("context", "embedding_ar", KP.OP_ALLREDUCE, -1, float(h), 1.0))
     rows += [("context", "p2p", KP.OP_P2P, -1, 2.0 * h, float(pipeline_parallel - 1))]
     num_ctx = len(rows)
@@ -209,12 +219,13 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     routed, shared = moe_block(1.0)   # inside the overlap op: per layer, scaled by the overlap
     rows += [("generation", "embedding", KP.OP_MEM_TOKENS, -1, 2.0 * h, once),
              ("generation", "add_norm_1", KP.OP_MEM_TOKENS, -1, 8.0 * h, gen_scale),
-             ("generation", "attention", KP.OP_DSA_GENERATION, -1, 0.0, gen_scale),
+             ("generation", "attention" if mla_block is None else "mla_block",
+              KP.OP_DSA_GENERATION, -1, 0.0, gen_scale),
              ("generation", "add_norm_2", KP.OP_MEM_TOKENS, -1, 8.0 * h, gen_scale),
              ("generation", "moe_overlap", KP.OP_OVERLAP, -1, 0.0, gen_scale),
              ("generation", "logits_gemm", KP.OP_GEMM_REQUESTS, gi_of["logits_gemm"], 0.0,
               once)]
-    if t > 1:
+    if embedding_ar:
         rows.append(("generation", "embedding_ar", KP.OP_ALLREDUCE, -1, float(h), once))
     rows += [("generation", "p2p", KP.OP_P2P, -1, 2.0 * h,
               float(pipeline_parallel - 1) * once)]
@@ -223,6 +234,13 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     consts[KP.C_OVL_B_LO] = num_ops + len(routed)
     consts[KP.C_OVL_B_HI] = num_ops + len(routed) + len(shared)
     rows += [("hidden", *r) for r in routed + shared]   # evaluated only inside the overlap
+    ctx_nest, ctx_par = _empty_nest(), np.zeros(KA.PAR_SIZE, np.float64)
+    if mla_block is not None:
+        at = [r[1] for r in rows].index("mla_block")
+        rows[at] = (*rows[at][:3], len(rows), *rows[at][4:])
+        rows += [("hidden", name, kind, gi_of[g] if g else -1, param, 1.0)
+                 for name, kind, g, param in mla_block.sub_ops]
+        ctx_nest, ctx_par = mla_block.nest, mla_block.par
     consts[KP.C_NUM_CTX_OPS] = num_ctx
     consts[KP.C_NUM_OPS] = num_ops
 
@@ -233,7 +251,6 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     arrays.update(moe_x=moe_x, moe_y=moe_y, moe_en=moe_en, moe_par=moe_par,
                   **{k: v for k, v in comm.items() if not k.startswith("ar_")})
     nest = _empty_nest()
-    par0 = np.zeros(KA.PAR_SIZE, np.float64)
     plan = DensePlan(
         consts=consts,
         op_kind=np.asarray([r[2] for r in rows], np.int64),
@@ -246,11 +263,12 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
         gemm_bpe=np.array([_DTYPE_BYTES[g[3]] for g in gemm_ops]),
         gemm_num_sites=g_num, gemm_sites=g_sites, gemm_weights=g_w,
         **gemm.arrays(),
-        **{f"ctx_{k}": v.copy() for k, v in nest.items() if k != "en"}, ctx_par=par0,
-        **{f"gen_{k}": v.copy() for k, v in nest.items() if k != "en"}, gen_par=par0.copy(),
+        **{f"ctx_{k}": v for k, v in ctx_nest.items() if k != "en"}, ctx_par=ctx_par,
+        **{f"gen_{k}": v.copy() for k, v in nest.items() if k != "en"},
+        gen_par=np.zeros(KA.PAR_SIZE, np.float64),
         ar_x=comm["ar_x"], ar_y=comm["ar_y"],
         scratch_d=np.zeros(8, np.float64), scratch_i=np.zeros(8, np.int64),
-        ctx_en=np.zeros(1), gen_en=np.zeros(1), ar_en=comm["ar_en"],
+        ctx_en=ctx_nest["en"], gen_en=np.zeros(1), ar_en=comm["ar_en"],
         **arrays,
     )
     names = tuple(f"{phase}_{name}" for phase, name, *_r in rows[:num_ops])
@@ -442,10 +460,13 @@ def _dsa_nest(tables: Tables, family: str, key: dict, heads: int,
     a1 = c["batch_size"][idx] if gen else c["isl"][idx]
     a2 = c["isl"][idx] + c["step"][idx] if gen else c["batch_size"][idx]
     leaves: dict[tuple[int, int, int], float] = {}
-    for k0, k1, k2, lat in zip(a0.tolist(), a1.tolist(), a2.tolist(),
-                               c["latency"][idx].tolist(), strict=True):
-        leaves.setdefault((k0, k1, k2), lat)   # first row wins
-    return csr_nest(leaves)
+    energy: dict[tuple[int, int, int], float] = {}
+    for k0, k1, k2, lat, pw in zip(a0.tolist(), a1.tolist(), a2.tolist(),
+                                   c["latency"][idx].tolist(), _power(c, idx), strict=True):
+        if (k0, k1, k2) not in leaves:   # first row wins
+            leaves[(k0, k1, k2)] = lat
+            energy[(k0, k1, k2)] = pw * lat   # TRT-LLM module tables carry power, vLLM's not
+    return csr_nest(leaves, energy)
 
 
 

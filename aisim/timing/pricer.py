@@ -67,8 +67,13 @@ class PassPricer:
         new_tokens = float(batch * (isl - prefix))
         tokens = new_tokens + float(dec_batch * (1 + nextn))
         n = self.plan.num_ctx_ops
-        attn = self.plan.op_names.index("context_attention")
-        gen_attn = self.plan.op_names.index("generation_attention")
+        names = self.plan.op_names
+        # TRT-LLM DeepSeek-V3 / R1 name their attention `*_mla_block` (not checked against
+        # the FPM API: the block's GEMMs are taken at the prefill shape like attention)
+        attn = names.index("context_attention" if "context_attention" in names
+                           else "context_mla_block")
+        gen_attn = names.index("generation_attention" if "generation_attention" in names
+                               else "generation_mla_block")
         total = 0.0
         for i in range(n):
             if i == attn:

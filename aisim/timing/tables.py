@@ -29,7 +29,7 @@ FAMILIES = ("gemm", "context_attention", "generation_attention", "custom_allredu
 # what the MoE / DeepSeek plan reads (aisim.timing.plan_moe)
 MOE_FAMILIES = ("gemm", "context_attention", "generation_attention", "custom_allreduce",
                 "dsa_context_module", "dsa_generation_module", "mla_context_module",
-                "mla_generation_module", "moe", "nccl")
+                "mla_generation_module", "moe", "nccl", "context_mla")
 
 
 def from_optable(optable, families: tuple[str, ...] = FAMILIES) -> Tables:
