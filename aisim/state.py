@@ -124,6 +124,8 @@ RANK_FIELDS = (
     Field("held_len", np.int32, "R", 0, "count", "entries of held_list"),
     Field("rej_head", np.int32, "R", -1, "request index",
           "latest request rejected by the in-flight pass (list through rej_next)"),
+    Field("dest_pending", np.int32, "R", 0, "count",
+          "P/D decode side: destinations routed to this rank and not yet reserved"),
 )
 
 BLOCK_FIELDS = (
@@ -245,6 +247,7 @@ class RankState(NamedTuple):
     held_list: np.ndarray
     held_len: np.ndarray
     rej_head: np.ndarray
+    dest_pending: np.ndarray
 
 
 class BlockState(NamedTuple):
@@ -307,7 +310,6 @@ PD_FIELDS = (
     Field("plink", np.int32, "N", -1, "request index", "next in a prefill-side FIFO"),
     Field("pend_head", np.int32, "RD", -1, "request index", "pending destinations (FIFO) head"),
     Field("pend_tail", np.int32, "RD", -1, "request index", "pending destinations tail"),
-    Field("pend_len", np.int32, "RD", 0, "count", "pending destinations"),
     Field("trt_need", np.int64, "RD", 0, "blocks",
           "TRT-LLM: blocks reserved-but-not-running destinations still need to reach completion"),
     Field("dact_head", np.int32, "WD", -1, "request index", "deferred activations head"),
@@ -317,8 +319,11 @@ PD_FIELDS = (
     Field("xfer_list", np.int32, "N", -1, "request index", "transfers in flight, start order"),
     Field("act_kind", np.int8, "Q", 0, "PDAction", "queued handoff actions (FIFO ring)"),
     Field("act_req", np.int32, "Q", -1, "request index", "request of each queued action"),
-    Field("scalars", np.int64, "5", 0, "count",
-          "prefill round robin, decode round robin, transfers in flight, queue head, queue tail"),
+    Field("reserve_seq", np.int64, "N", -1, "count",
+          "order of the decode-side reservation (deferred activations are applied in it)"),
+    Field("scalars", np.int64, "6", 0, "count",
+          "prefill round robin, decode round robin, transfers in flight, queue head, queue tail,"
+          " reservations made"),
 )
 
 
@@ -333,7 +338,6 @@ class PDState(NamedTuple):
     plink: np.ndarray
     pend_head: np.ndarray
     pend_tail: np.ndarray
-    pend_len: np.ndarray
     trt_need: np.ndarray
     dact_head: np.ndarray
     dact_tail: np.ndarray
@@ -342,6 +346,7 @@ class PDState(NamedTuple):
     xfer_list: np.ndarray
     act_kind: np.ndarray
     act_req: np.ndarray
+    reserve_seq: np.ndarray
     scalars: np.ndarray
 
 

@@ -51,6 +51,7 @@ PD_RR_DECODE = 1
 PD_XFERS = 2
 PD_Q_HEAD = 3
 PD_Q_TAIL = 4
+PD_RESERVATIONS = 5
 
 
 class TimingKind(IntEnum):

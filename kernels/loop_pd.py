@@ -23,6 +23,7 @@ from aisim.kernels.codes import (
     CNT_SPAWNED,
     PD_Q_HEAD,
     PD_Q_TAIL,
+    PD_RESERVATIONS,
     PD_RR_DECODE,
     PD_RR_PREFILL,
     PD_XFERS,
@@ -64,6 +65,26 @@ def _fifo_pop(link, heads, tails, k):
         tails[k] = -1
     link[q] = -1
     return q
+
+
+@helper
+def _insert_by_reservation(pd, w, q):
+    """Defer q's activation on decode worker w. Deferred activations are applied in
+    reservation order, not transfer completion order (observed with mixed prompt lengths:
+    a short prompt reserved after a long one finishes its transfer first but still joins the
+    waiting queue after it)."""
+    prev = -1
+    nxt = pd.dact_head[w]
+    while nxt >= 0 and pd.reserve_seq[nxt] < pd.reserve_seq[q]:
+        prev = nxt
+        nxt = pd.dlink[nxt]
+    pd.dlink[q] = nxt
+    if prev >= 0:
+        pd.dlink[prev] = q
+    else:
+        pd.dact_head[w] = q
+    if nxt < 0:
+        pd.dact_tail[w] = q
 
 
 @helper
@@ -112,7 +133,7 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
         if prompt_blocks - active > kv.num_free(ranks, r):
             return
     _fifo_pop(pd.dlink, pd.pend_head, pd.pend_tail, r)
-    pd.pend_len[r] -= 1
+    ranks.dest_pending[r] -= 1
     top = ranks.slot_top[r] - 1
     slot = blocks.slot_stack[r * ranks.run_list.shape[1] + top]
     ranks.slot_top[r] = top
@@ -123,6 +144,8 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
         pd.trt_need[r] += sched.ceil_div(prompt + req.output_len[q], bs) - prompt_blocks
     # observed: a destination-side hit shortens the transfer but is not reported as reuse
     pd.reserved_ms[q] = t_ms
+    pd.reserve_seq[q] = pd.scalars[PD_RESERVATIONS]
+    pd.scalars[PD_RESERVATIONS] += 1
     pd.xfer_tokens[q] = (prompt_blocks - hits) * bs
     _enqueue(pd, PDAction.START_TRANSFER, q)
 
@@ -171,8 +194,27 @@ def _try_reserve_unit(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
 def _retry(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     """A reservation retry on decode rank r; most pass ends have nothing pending, and the
     out-of-line call copies every array descriptor of its arguments."""
-    if pd.pend_len[r] > 0 and ranks.run_len[r] < p.max_seqs:
+    if ranks.dest_pending[r] > 0 and ranks.run_len[r] < p.max_seqs:
         _try_reserve_unit(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
+
+
+@helper
+def _retry_stalled(pd, p, req, ranks, blocks, pfx_hash, w, t_ms):
+    """A decode pass that could do nothing (its recomputes wait behind pending destinations):
+    AISimulate runs it with zero duration and its end retries a reservation on each rank, then
+    a new pass starts at once (observed: tests/golden/pd-decode-preempt-c12-b30 reserves five
+    destinations in one instant). When nothing is reserved the worker stays idle until a
+    transfer or activation changes its state; if nothing ever does, the run ends stuck and
+    the caller reports it (AISimulate: "effect-free zero-duration pass"). Returns how many
+    destinations were reserved."""
+    before = 0
+    after = 0
+    for d in range(p.dp_size):
+        r = w * p.dp_size + d
+        before += ranks.dest_pending[r]
+        _retry(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
+        after += ranks.dest_pending[r]
+    return before - after
 
 
 @helper
@@ -265,7 +307,7 @@ def _execute_actions(
             pd.scalars[PD_RR_DECODE] += 1
             req_d.rank[q] = r
             _fifo_push(pd.dlink, pd.pend_head, pd.pend_tail, r, q)
-            pd.pend_len[r] += 1
+            ranks_d.dest_pending[r] += 1
             if not workers_d.busy[r // dp.dp_size]:
                 _retry(pd, dp, req_d, ranks_d, blocks_d, dd_hash, r, t_ms)
         elif kind == PDAction.START_TRANSFER:
@@ -280,7 +322,7 @@ def _execute_actions(
         elif kind == PDAction.ACTIVATE:
             w = req_d.rank[q] // dp.dp_size
             if workers_d.busy[w]:
-                _fifo_push(pd.dlink, pd.dact_head, pd.dact_tail, w, q)
+                _insert_by_reservation(pd, w, q)
             else:
                 _apply_activation(pd, dp, req_d, ranks_d, blocks_d, dd_hash, q, t_ms)
         else:
@@ -334,6 +376,7 @@ def run_disaggregated(
     n_wd = dp.num_workers
     routed = 0
     t = 0.0
+    again = False  # a stalled decode pass reserved a destination: process t once more
     while True:
         t_next = np.inf
         for w in range(n_wp):
@@ -350,6 +393,9 @@ def run_disaggregated(
             a = req_d.arrival_ms[routed]
             if a < t_next:
                 t_next = a if a > t else t
+        if again:
+            t_next = t
+            again = False
         if t_next == np.inf:
             break
         if t_next > dp.max_time_ms:
@@ -478,5 +524,8 @@ def run_disaggregated(
                 return RunResult.TRT_PREEMPTION, n_wp + w
             if flags & sched.SCHED_LOG_FULL:
                 return RunResult.LOG_FULL, n_wp + w
+            if not workers_d.busy[w]:
+                if _retry_stalled(pd, dp, req_d, ranks_d, blocks_d, dd_hash, w, t) > 0:
+                    again = True  # run the reservation's transfer start, then start again
     flush_gaps(stats)
     return RunResult.OK, -1

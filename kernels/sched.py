@@ -299,6 +299,8 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
     nb = p.num_blocks
     flags = 0
     outstanding = -1  # TRT-LLM reservation, summed over running only when a head is tested
+    if ranks.dest_pending[r] > 0 and p.backend == Backend.VLLM:
+        return budget, admit_activated_only(p, req, ranks, stats, log, r, t_ms)
     while ranks.wait_len[r] > 0 and ranks.run_len[r] < p.max_seqs:
         q = ranks.wait_head[r]
         prompt = req.prompt_len[q]
@@ -440,6 +442,35 @@ def admit_activated(p, req, ranks, stats, log, r, q, t_ms):
             log.readmit[k] = False
             log.pool[k] = p.role
         stats.counters[CNT_LOG] = k + 1
+
+
+@helper
+def admit_activated_only(p, req, ranks, stats, log, r, t_ms):
+    """P/D vLLM decode rank with destinations still waiting for a reservation: recomputes after
+    preemption stay queued (not admitted, even when they would fit) and the activated requests
+    behind them, whose KV is held already, are admitted in queue order. Observed on AISimulate
+    (tests/golden/pd-decode-kv-pressure-preempt*): without a pending destination the queue is
+    the usual head-of-line FCFS, with one an activated request passes blocked recomputes.
+    Returns flags."""
+    flags = 0
+    prev = -1
+    q = ranks.wait_head[r]
+    while q >= 0 and ranks.run_len[r] < p.max_seqs:
+        nxt = req.wait_next[q]
+        if req.num_admissions[q] > 0:
+            prev = q
+        else:
+            if prev >= 0:
+                # unlink from the middle and put it at the head, where admit_activated pops
+                req.wait_next[prev] = nxt
+                if nxt < 0:
+                    ranks.wait_tail[r] = prev
+                ranks.wait_len[r] -= 1
+                push_waiting_front(req, ranks, r, q)
+            admit_activated(p, req, ranks, stats, log, r, q, t_ms)
+            flags |= SCHED_PROGRESS | admission_log_flags(p, log, stats)
+        q = nxt
+    return flags
 
 
 @helper

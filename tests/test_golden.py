@@ -25,7 +25,7 @@ RTOL = {"polynomial-kv-pressure": 2e-9}
 # Fields not modelled yet (none at present).
 NOT_MODELLED: dict[str, set[str]] = {}
 # Scenarios whose behaviour is not reconstructed yet (see the folder's meta.json note).
-KNOWN_DEVIATIONS = {"pd-decode-kv-pressure-preempt"}
+KNOWN_DEVIATIONS: set[str] = set()
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -132,3 +132,18 @@ def test_pd_timestamps_match_aisimulate_to_the_last_bit() -> None:
     bad = [(r["session_id"], k, r[k], ref[r["session_id"]][k])
            for r in pred.records for k in keys if r[k] != ref[r["session_id"]][k]]
     assert not bad, bad[:5]
+
+
+def test_decode_preemption_deadlock_is_a_capacity_error() -> None:
+    """vLLM decode-side preemption that can never resume: 12 requests of P=96/O=40 on 26 decode
+    blocks leave recomputes waiting behind destinations that never fit. AISimulate aborts
+    ("effect-free zero-duration pass"); aisim names the pool to enlarge."""
+    config = str(GOLDEN / "pd-decode-kv-pressure-preempt" / "config.yaml")
+    overrides = (
+        "traffic.source={type: synthetic, input_tokens: 96, output_tokens: 40}",
+        "traffic.load={type: concurrency, concurrency: 12}",
+        "traffic.stop={requests: 24}",
+        "engine.workers.decode.kv_cache.capacity.blocks=26",
+    )
+    with pytest.raises(CapacityError, match=r"engine\.workers\.decode\.kv_cache\.capacity"):
+        run_prediction(config, overrides)
