@@ -20,6 +20,12 @@ Mirrors: AISimulate 0.13 perf_interp v2 Grid resolver (context / generation atte
 import math
 
 from aisim.kernels._jit import helper, kernel
+from aisim.kernels.optime_dsa import (
+    DSA_TOPK,
+    dsa_context_hold,
+    dsa_context_sol_ms,
+    dsa_generation_sol_ms,
+)
 
 KIND_CONTEXT = 0
 KIND_GENERATION = 1
@@ -41,11 +47,23 @@ PAR_SIZE = 8
 
 @helper
 def dsa_sol_ms(kind, x0, x1, x2, par):
-    """Roofline of one DSA module call, ms: sparse MLA over min(context, topk) latent keys.
+    """SOL of one DSA / MLA module call at grid coordinates, ms (ragged brackets, hold).
 
-    Only ever used as a ratio (ragged grid brackets, the utilisation hold outside the grid);
-    AISimulate's own "regime-aware" DSA SOL is not documented, so this is an approximation.
+    context: x0 = prefix + 1, x1 = new tokens, x2 = batch (heads fixed by the slice);
+    generation: x0 = heads, x1 = batch, x2 = kv. DSA modules: `optime_dsa`'s fitted SOL;
+    dense MLA modules (DSA_TOPK = 0): the approximate `_mla_sol_ms`.
     """
+    if par[DSA_TOPK] <= 0.0:
+        return _mla_sol_ms(kind, x0, x1, x2, par)
+    if kind == KIND_DSA_CONTEXT:
+        return dsa_context_sol_ms(par[PAR_NUM_KV_HEADS], x0 - 1.0, x1, x2, par)
+    return dsa_generation_sol_ms(x0, x1, x2, par)
+
+
+@helper
+def _mla_sol_ms(kind, x0, x1, x2, par):
+    """Dense MLA module roofline: sparse-MLA style over all latent keys (an approximation;
+    AISimulate's MLA module SOL is not fitted yet)."""
     d = par[PAR_HEAD_DIM]
     topk = par[PAR_WINDOW]
     if kind == KIND_DSA_CONTEXT:
@@ -180,6 +198,9 @@ def grid_latency_ms(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, par, scratch_d, s
                       / attention_sol_ms(kind, v0[a], x1, x2, par))
     if not math.isnan(y):
         return y
+    if kind == KIND_DSA_CONTEXT and par[DSA_TOPK] > 0.0:
+        # the DSA context hold also borrows other head counts (optime_dsa)
+        return dsa_context_hold(x0 - 1.0, x1, x2, par, scratch_d, scratch_i)[0]
     return hold_latency_ms(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, par, scratch_d,
                            scratch_i)
 
