@@ -9,8 +9,10 @@ values v1, offsets o1 into axis-2 values v2, and leaf latencies lat[A2] (ms per 
 
 Per axis: an exact key collapses the level; between two keys the two branches are blended
 (sqrt space on the context seq axis, raw elsewhere); when only one branch has data (the
-staircase edge) the survivor is rescaled by SOL(query) / SOL(survivor coordinate) along that
-axis; when no branch has data, or the query is outside an axis's range, the whole lookup falls
+staircase edge) the survivor is rescaled by SOL(query) / SOL(query with that one axis at the
+survivor coordinate) -- the other axes stay at the query's coordinates even inside a bracket
+branch of an outer axis (checked on the DSA modules, where the cached-prefix axis brackets);
+when no branch has data, or the query is outside an axis's range, the whole lookup falls
 to the multi-axis utilisation hold: the 4 nearest leaves in joint log2 space, tapered Shepard
 weights ((R - d) / (R d))^2 with R the 5th nearest distance, latency = SOL(query) / mean util.
 
@@ -183,8 +185,8 @@ def grid_latency_ms(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, par, scratch_d, s
     if a < n0 and v0[a] == x0:
         y = _level1(kind, a, x0, x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
     elif 0 < a < n0:
-        y0 = _level1(kind, a - 1, v0[a - 1], x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
-        y1 = _level1(kind, a, v0[a], x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
+        y0 = _level1(kind, a - 1, x0, x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
+        y1 = _level1(kind, a, x0, x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
         ok0 = not math.isnan(y0)
         ok1 = not math.isnan(y1)
         if ok0 and ok1:

@@ -213,9 +213,9 @@ def grid_le(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, en, par, scratch_d, scrat
         y, pw, exact = _level1_lp(kind, a, x0, x1, x2, o0, v1, o1, v2, lat, en, par,
                                   sqrt_axis1)
     elif 0 < a < n0:
-        y0, p0, _e0 = _level1_lp(kind, a - 1, v0[a - 1], x1, x2, o0, v1, o1, v2, lat, en, par,
+        y0, p0, _e0 = _level1_lp(kind, a - 1, x0, x1, x2, o0, v1, o1, v2, lat, en, par,
                                  sqrt_axis1)
-        y1, p1, _e1 = _level1_lp(kind, a, v0[a], x1, x2, o0, v1, o1, v2, lat, en, par,
+        y1, p1, _e1 = _level1_lp(kind, a, x0, x1, x2, o0, v1, o1, v2, lat, en, par,
                                  sqrt_axis1)
         ok0 = not math.isnan(y0)
         ok1 = not math.isnan(y1)
