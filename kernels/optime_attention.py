@@ -23,10 +23,13 @@ import math
 
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.optime_dsa import (
+    DSA_HOLD_NUM,
     DSA_TOPK,
     dsa_context_hold,
     dsa_context_sol_ms,
     dsa_generation_sol_ms,
+    mla_context_sol_ms,
+    mla_generation_sol_ms,
 )
 
 KIND_CONTEXT = 0
@@ -53,37 +56,15 @@ def dsa_sol_ms(kind, x0, x1, x2, par):
 
     context: x0 = prefix + 1, x1 = new tokens, x2 = batch (heads fixed by the slice);
     generation: x0 = heads, x1 = batch, x2 = kv. DSA modules: `optime_dsa`'s fitted SOL;
-    dense MLA modules (DSA_TOPK = 0): the approximate `_mla_sol_ms`.
+    dense MLA modules (DSA_TOPK = 0): its fitted MLA SOL.
     """
     if par[DSA_TOPK] <= 0.0:
-        return _mla_sol_ms(kind, x0, x1, x2, par)
+        if kind == KIND_DSA_CONTEXT:
+            return mla_context_sol_ms(par[PAR_NUM_KV_HEADS], x0 - 1.0, x1, x2, par)
+        return mla_generation_sol_ms(x0, x1, x2, par)
     if kind == KIND_DSA_CONTEXT:
         return dsa_context_sol_ms(par[PAR_NUM_KV_HEADS], x0 - 1.0, x1, x2, par)
     return dsa_generation_sol_ms(x0, x1, x2, par)
-
-
-@helper
-def _mla_sol_ms(kind, x0, x1, x2, par):
-    """Dense MLA module roofline: sparse-MLA style over all latent keys (an approximation;
-    AISimulate's MLA module SOL is not fitted yet)."""
-    d = par[PAR_HEAD_DIM]
-    topk = par[PAR_WINDOW]
-    if kind == KIND_DSA_CONTEXT:
-        heads = par[PAR_NUM_KV_HEADS]
-        new = x1
-        b = x2
-        ctx = x0 - 1.0 + new
-    else:
-        heads = x0
-        new = 1.0
-        b = x1
-        ctx = x2
-    keys = ctx if ctx < topk else topk
-    flops = 2.0 * b * new * heads * d * 2.0 * keys
-    nbytes = b * (ctx * d * par[PAR_KV_BYTES] + new * heads * d * 2.0 * 2.0)
-    compute = flops / par[PAR_FLOPS]
-    memory = nbytes / par[PAR_MEM_BW]
-    return (compute if compute > memory else memory) * 1000.0
 
 
 @helper
@@ -200,8 +181,8 @@ def grid_latency_ms(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, par, scratch_d, s
                       / attention_sol_ms(kind, v0[a], x1, x2, par))
     if not math.isnan(y):
         return y
-    if kind == KIND_DSA_CONTEXT and par[DSA_TOPK] > 0.0:
-        # the DSA context hold also borrows other head counts (optime_dsa)
+    if kind == KIND_DSA_CONTEXT and par[DSA_HOLD_NUM] > 0.0:
+        # the DSA / MLA module context hold also borrows other head counts (optime_dsa)
         return dsa_context_hold(x0 - 1.0, x1, x2, par, scratch_d, scratch_i)[0]
     return hold_latency_ms(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, par, scratch_d,
                            scratch_i)

@@ -31,7 +31,7 @@ from aisim.kernels.optime_attention import (
     attention_sol_ms,
 )
 from aisim.kernels.optime_comm import allreduce_sol_ms
-from aisim.kernels.optime_dsa import DSA_TOPK, dsa_context_hold
+from aisim.kernels.optime_dsa import DSA_HOLD_NUM, dsa_context_hold
 from aisim.kernels.optime_gemm import IDW_SITES, _median3, any_covers, covers, gemm_sol_ms
 from aisim.kernels.optime_moe import MOE_DP, moe_le
 from aisim.kernels.optime_pass import (
@@ -235,7 +235,7 @@ def grid_le(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, en, par, scratch_d, scrat
         if exact >= 0:
             return y, en[exact]
         return y, pw * y
-    if kind == KIND_DSA_CONTEXT and par[DSA_TOPK] > 0.0:
+    if kind == KIND_DSA_CONTEXT and par[DSA_HOLD_NUM] > 0.0:
         return dsa_context_hold(x0 - 1.0, x1, x2, par, scratch_d, scratch_i)
     return hold_le(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, en, par, scratch_d, scratch_i)
 
