@@ -28,7 +28,6 @@ from aisim.kernels.optime_dsa import (
     dsa_context_hold,
     dsa_context_sol_ms,
     dsa_generation_sol_ms,
-    mla_context_sol_ms,
     mla_generation_sol_ms,
 )
 
@@ -56,11 +55,10 @@ def dsa_sol_ms(kind, x0, x1, x2, par):
 
     context: x0 = prefix + 1, x1 = new tokens, x2 = batch (heads fixed by the slice);
     generation: x0 = heads, x1 = batch, x2 = kv. DSA modules: `optime_dsa`'s fitted SOL;
-    dense MLA modules (DSA_TOPK = 0): its fitted MLA SOL.
+    dense MLA modules (DSA_TOPK = 0): the fitted MLA generation SOL.
     """
     if par[DSA_TOPK] <= 0.0:
-        if kind == KIND_DSA_CONTEXT:
-            return mla_context_sol_ms(par[PAR_NUM_KV_HEADS], x0 - 1.0, x1, x2, par)
+        # (vLLM's dense MLA context module is read as context attention: plan_moe)
         return mla_generation_sol_ms(x0, x1, x2, par)
     if kind == KIND_DSA_CONTEXT:
         return dsa_context_sol_ms(par[PAR_NUM_KV_HEADS], x0 - 1.0, x1, x2, par)

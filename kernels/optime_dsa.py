@@ -22,7 +22,8 @@ Two things are DSA-specific and live here:
 
 Both fitted to AISimulate 0.13's per-op figures and SOL parts (`static_phase_diagnostics`),
 exact on V3.2 vLLM ADP8 and TRT-LLM ADP8 / TP8 (see NOTES.md, issue 6). A dense MLA module
-(V3 / R1 on vLLM) sets DSA_TOPK = 0 and keeps `optime_attention`'s approximate roofline.
+(V3 / R1 on vLLM) sets DSA_TOPK = 0: its generation module uses `mla_generation_sol_ms` and the
+plain 3-axis hold; its context module is read as context attention (aisim.timing.plan_moe).
 
 The hold's leaves are packed into the tail of the module's `par` array (no extra plan field):
 par[DSA_HOLD_NUM] leaves from DSA_PAR_SIZE on, each DSA_LEAF_SIZE floats
@@ -36,7 +37,6 @@ from aisim.kernels._jit import helper, kernel
 # slots after optime_attention's PAR_* ones (PAR_NUM_KV_HEADS = heads per rank,
 # PAR_FLOPS = bf16 tensor FLOP/s, PAR_MEM_BW = bytes/s are shared)
 _PAR_NUM_KV_HEADS = 0
-_PAR_KV_BYTES = 2
 _PAR_FLOPS = 3
 _PAR_MEM_BW = 5
 DSA_TOPK = 8             # index_topk; 0 = dense MLA module (not DSA)
@@ -53,9 +53,7 @@ DSA_FP8_FLOPS = 18
 DSA_HOLD_NUM = 19        # packed context hold leaves (see module doc)
 # dense MLA modules (DSA_TOPK = 0) reuse DSA_W0 (kv_b weight bytes per head),
 # DSA_KVB_FLOPS_H, DSA_KEY_BYTES and DSA_FP8_FLOPS, plus:
-MLA_QK_DIM = 20          # qk_nope + qk_rope (192)
-MLA_V_DIM = 21           # v_head_dim (128)
-MLA_GEN_SEQ_BYTES_H = 22  # generation bytes per sequence per head besides the latent KV
+MLA_GEN_SEQ_BYTES_H = 20  # generation bytes per sequence per head besides the latent KV
 DSA_PAR_SIZE = 24
 DSA_LEAF_SIZE = 6
 
@@ -100,19 +98,6 @@ def dsa_generation_sol_ms(h, b, s, par):
     fp8 = 2.0 * w + par[DSA_KVB_FLOPS_H] * h + par[DSA_IDX_FLOPS] * s
     compute = b * (fp8 / par[DSA_FP8_FLOPS] + par[DSA_ATTN_FLOPS_H] * h * keys / par[_PAR_FLOPS])
     memory = (w + b * (par[DSA_KEY_BYTES] * keys + par[DSA_IDX_KEY_BYTES] * s)) / par[_PAR_MEM_BW]
-    return (compute if compute > memory else memory) * 1000.0
-
-
-@helper
-def mla_context_sol_ms(h, p, n, b, par):
-    """SOL of one context dense-MLA module call (V3 / R1 on vLLM), ms: an MHA over
-    qk = 192 / v = 128 heads with the prefix correction, bf16 q / o and fp8 k / v, no weights:
-    FLOPs = b h (qk + v) (s^2 - p^2) [bf16], bytes = b h (2 (qk + v) n + (qk + v) kv_bytes s)."""
-    s = p + n
-    dqk = par[MLA_QK_DIM]
-    dv = par[MLA_V_DIM]
-    compute = b * h * (dqk + dv) * (s * s - p * p) / par[_PAR_FLOPS]
-    memory = b * h * (2.0 * (dqk + dv) * n + (dqk + dv) * par[_PAR_KV_BYTES] * s) / par[_PAR_MEM_BW]
     return (compute if compute > memory else memory) * 1000.0
 
 

@@ -211,6 +211,9 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     ctx_scale = float(L)
     routed, shared = moe_block(ctx_scale)
     attention = ("context", "attention", KP.OP_DSA_CONTEXT, -1, 0.0, ctx_scale)
+    vllm_mla = backend == "vllm" and model.index_n_heads == 0
+    if vllm_mla:   # the MLA module is read like dense context attention (NOTES.md, issue 6)
+        attention = ("context", "attention", KP.OP_ATTN_CONTEXT, -1, 0.0, ctx_scale)
     if mla_block is not None:   # op_index / op_param: first hidden sub-op (set below), count
         attention = ("context", "mla_block", KP.OP_SUM, -1, float(len(mla_block.sub_ops)),
                      ctx_scale)
@@ -251,6 +254,15 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
         rows += [("hidden", name, kind, gi_of[g] if g else -1, param, 1.0)
                  for name, kind, g, param in mla_block.sub_ops]
         ctx_nest, ctx_par = mla_block.nest, mla_block.par
+    if vllm_mla:
+        ctx_nest = _mla_module_context_nest(tables, ctx_family, key)
+        ctx_par = np.zeros(KA.PAR_SIZE, np.float64)
+        ctx_par[KA.PAR_NUM_KV_HEADS] = heads
+        ctx_par[KA.PAR_MHA] = 1.0   # MHA over the decompressed k / v; SOL linear in d
+        ctx_par[KA.PAR_HEAD_DIM] = model.qk_nope_head_dim + model.qk_rope_head_dim
+        ctx_par[KA.PAR_KV_BYTES] = _DTYPE_BYTES[kv_dtype]
+        ctx_par[KA.PAR_FLOPS] = flops_of(mla_dtype)
+        ctx_par[KA.PAR_MEM_BW] = mem_bw
     consts[KP.C_NUM_CTX_OPS] = num_ctx
     consts[KP.C_NUM_OPS] = num_ops
 
@@ -474,7 +486,7 @@ def _dsa_sol_par(par: np.ndarray, model: ModelArch, gemm_dtype: str, kv_dtype: s
 
 def _mla_sol_par(par: np.ndarray, model: ModelArch, gemm_dtype: str, kv_dtype: str,
                  fp8_flops: float) -> None:
-    """The dense MLA module SOL's constants (`optime_dsa.mla_*_sol_ms`), V3 / R1 on vLLM.
+    """The dense MLA generation module SOL's constants (`optime_dsa.mla_generation_sol_ms`).
 
     Fitted to AISimulate 0.13's per-op SOL on V3 at 128 heads; the generation bytes per
     sequence besides the latent KV (3456 per head) are matched by 6 x latent without knowing
@@ -489,9 +501,24 @@ def _mla_sol_par(par: np.ndarray, model: ModelArch, gemm_dtype: str, kv_dtype: s
     par[KD.DSA_ATTN_FLOPS_H] = 2.0 * (latent + model.kv_lora_rank)
     par[KD.DSA_KEY_BYTES] = latent * kvb
     par[KD.DSA_FP8_FLOPS] = fp8_flops
-    par[KD.MLA_QK_DIM] = model.qk_nope_head_dim + model.qk_rope_head_dim
-    par[KD.MLA_V_DIM] = model.v_head_dim
     par[KD.MLA_GEN_SEQ_BYTES_H] = 6.0 * latent
+
+
+def _mla_module_context_nest(tables: Tables, family: str, key: dict) -> dict[str, np.ndarray]:
+    """vLLM's dense MLA context module (V3 / R1) as a context-attention nest (heads, seq,
+    batch): AISimulate reads it like dense context attention (seq = new + prefix, sqrt blend
+    on seq, prefix correction, MHA SOL), every lane's rows merged, first row wins."""
+    c = ordered_rows(tables[family])
+    idx = np.nonzero(_slice_mask(c, key) & (c["step"] == 0))[0]
+    leaves: dict[tuple[int, int, int], float] = {}
+    energy: dict[tuple[int, int, int], float] = {}
+    coords = zip(c["num_heads"][idx].tolist(), c["isl"][idx].tolist(),
+                 c["batch_size"][idx].tolist(), strict=True)
+    for k, lat, pw in zip(coords, c["latency"][idx].tolist(), _power(c, idx), strict=True):
+        if k not in leaves:
+            leaves[k] = lat
+            energy[k] = pw * lat
+    return csr_nest(leaves, energy)
 
 
 def _with_hold_leaves(par: np.ndarray, tables: Tables, family: str, key: dict) -> np.ndarray:

@@ -1,12 +1,16 @@
-"""DeepSeek-V3.2 DSA attention modules on and off their measured grid (issue 6).
+"""DeepSeek attention modules on and off their measured grid (issue 6).
 
-Golden figures: tests/golden_optable/deepseek_v32_dsa_offgrid.json, AISimulate 0.13's own
-per-op evaluation of the DSA context / generation module (all 61 layers, latency and energy)
-on 197 shapes for vLLM and TRT-LLM at attention-DP 8 (128 heads per rank) and attention-TP 8
-(16 heads): chunk continuations (cached prefix between the table's steps 128 and 131072, the
-ragged bracket along the prefix axis), new-token counts and batches above the staircase and
-beyond isl 32768 (the hold over every head count), the dense / sparse regime switch at
-prefix + new = index_topk, decode batches and kv lengths outside the generation grid.
+Golden figures: tests/golden_optable/deepseek_attention_modules_offgrid.json, AISimulate 0.13's
+own per-op evaluation of the attention module op (all 61 layers, latency and energy):
+* DeepSeek-V3.2's DSA context / generation modules on 197 shapes for vLLM and TRT-LLM at
+  attention-DP 8 (128 heads per rank) and attention-TP 8 (16 heads): chunk continuations
+  (cached prefix between the table's steps 128 and 131072, the ragged bracket along the prefix
+  axis), new-token counts and batches above the staircase and beyond isl 32768 (the hold over
+  every head count), the dense / sparse regime switch at prefix + new = index_topk, decode
+  batches and kv lengths outside the generation grid;
+* DeepSeek-V3 / R1's dense MLA modules on vLLM (118 shapes, ADP8 and TP8): the context module
+  read as context attention (seq = new + prefix, prefix correction), the generation module's
+  hold with the MLA SOL.
 Latency through the pass pricer (what `aisim estimate` prints), energy through the energy
 pricer; both within 1e-9 relative.
 """
@@ -23,11 +27,13 @@ import pytest
 from tests.test_moe_pricing import CONFIG
 
 HERE = Path(__file__).parent
-GOLDEN = json.loads((HERE / "golden_optable" / "deepseek_v32_dsa_offgrid.json").read_text())
+GOLDEN = json.loads(
+    (HERE / "golden_optable" / "deepseek_attention_modules_offgrid.json").read_text())
 VERSIONS = {"vllm": "0.24.0", "trtllm": "1.3.0rc20"}
 REL = 1e-9
-DEPLOYMENTS = {f"{d['backend']}-tp{d['tensor']}-dp{d['attention_data']}": d
-               for d in GOLDEN["deployments"]}
+DEPLOYMENTS = {
+    f"{d['model'].split('/')[1]}-{d['backend']}-tp{d['tensor']}-dp{d['attention_data']}": d
+    for d in GOLDEN["deployments"]}
 
 
 @cache
@@ -39,11 +45,12 @@ def _pricers(name: str):
     from aisim.timing.provider import plan_for
 
     d = DEPLOYMENTS[name]
-    text = CONFIG.replace("backend: vllm", f"backend: {d['backend']}").replace(
+    text = CONFIG.replace("deepseek-ai/DeepSeek-V3.2", d["model"]).replace(
+        "backend: vllm", f"backend: {d['backend']}").replace(
         '"0.24.0"', f'"{VERSIONS[d["backend"]]}"').replace(
         "tensor: 1, pipeline: 1, attention_data: 8",
         f"tensor: {d['tensor']}, pipeline: 1, attention_data: {d['attention_data']}")
-    path = Path(tempfile.mkdtemp(prefix="aisim-dsa-")) / "cfg.yaml"
+    path = Path(tempfile.mkdtemp(prefix="aisim-attn-mod-")) / "cfg.yaml"
     path.write_text(text)
     plan = plan_for(resolve(load_config(str(path))), "test")
     return plan, PassPricer(plan), EnergyPricer(plan)
@@ -59,6 +66,7 @@ def test_dsa_module_per_op(name: str) -> None:
     plan, pricer, energy = _pricers(name)
     bad = []
     for phase, b, n, prefix, ms, wms in DEPLOYMENTS[name]["cases"]:
+        # aisim names the vLLM MLA module op `*_attention` (AISimulate: `*_mla_block`)
         if phase == "ctx":
             op = "context_attention"
             got = dict(pricer.prefill_breakdown(b, n + prefix, prefix))[op]
@@ -75,7 +83,7 @@ def test_dsa_module_per_op(name: str) -> None:
 
 def test_chunk_continuation_figures() -> None:
     """The figures that showed the gap: new N after a 2048-token prefix, batch 1, per layer."""
-    _plan, pricer, _energy = _pricers("vllm-tp1-dp8")
+    _plan, pricer, _energy = _pricers("DeepSeek-V3.2-vllm-tp1-dp8")
     for new, per_layer in ((128, 0.37341597290780676), (512, 1.341091102427094),
                            (952, 1.8998289672816373), (1024, 0.9679313782991202)):
         got = dict(pricer.prefill_breakdown(1, new + 2048, 2048))["context_attention"] / 61
