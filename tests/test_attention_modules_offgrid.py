@@ -66,13 +66,14 @@ def test_dsa_module_per_op(name: str) -> None:
     plan, pricer, energy = _pricers(name)
     bad = []
     for phase, b, n, prefix, ms, wms in DEPLOYMENTS[name]["cases"]:
-        # aisim names the vLLM MLA module op `*_attention` (AISimulate: `*_mla_block`)
+        # the op's name: `*_attention` for the DSA module, `*_mla_block` for the MLA one
+        module = "attention" if "V3.2" in DEPLOYMENTS[name]["model"] else "mla_block"
         if phase == "ctx":
-            op = "context_attention"
+            op = f"context_{module}"
             got = dict(pricer.prefill_breakdown(b, n + prefix, prefix))[op]
             energy.prefill(b, n + prefix, prefix)
         else:
-            op = "generation_attention"
+            op = f"generation_{module}"
             got = dict(pricer.decode_breakdown(b, n + 1))[op]
             energy.decode(b, n + 1)
         got_e = float(energy.energy_wms[plan.op_names.index(op)])

@@ -39,7 +39,7 @@ from aisim.timing.plan import (
     csr_nest,
     no_moe_arrays,
 )
-from aisim.timing.plan_mla import trtllm_context_mla_block
+from aisim.timing.plan_mla import MlaBlock, trtllm_context_mla_block
 from aisim.timing.tables import Tables, ordered_rows
 
 # model_type -> attention module tables and the key column that selects the model's rows:
@@ -99,8 +99,8 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     moe_dtype = gemm_dtype
     kv_dtype = "fp8" if model.weight_quant else "bfloat16"
     mla_dtype = "bfloat16"
-    # AISimulate keeps V3.2's shared expert whole on TRT-LLM under attention-TP
-    shared_tp = 1 if backend == "trtllm" and model.index_n_heads > 0 else t
+    # AISimulate keeps V3.2's shared expert whole under attention-TP (vLLM and TRT-LLM)
+    shared_tp = 1 if model.index_n_heads > 0 else t
     shared_inter = model.moe_intermediate_size * max(1, model.num_shared_experts) // shared_tp
     gpu = system["gpu"]
     node = system["node"]
@@ -155,6 +155,18 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
         _mla_sol_par(dsa_par, model, gemm_dtype, kv_dtype, flops_of("fp8"))
     key = {key_column: key_value, "mla_dtype": mla_dtype, "kv_cache_dtype": kv_dtype,
            "gemm_type": gemm_dtype}
+    if backend == "vllm" and model.index_n_heads == 0:
+        # vLLM's MLA module (V3 / R1): AISimulate reports it as `*_mla_block` (silicon) and
+        # reads the context module like dense context attention (NOTES.md, issue 6)
+        mla_par = np.zeros(KA.PAR_SIZE, np.float64)
+        mla_par[KA.PAR_NUM_KV_HEADS] = heads
+        mla_par[KA.PAR_MHA] = 1.0   # MHA over the decompressed k / v; the SOL is linear in d
+        mla_par[KA.PAR_HEAD_DIM] = model.qk_nope_head_dim + model.qk_rope_head_dim
+        mla_par[KA.PAR_KV_BYTES] = _DTYPE_BYTES[kv_dtype]
+        mla_par[KA.PAR_FLOPS] = flops_of(mla_dtype)
+        mla_par[KA.PAR_MEM_BW] = mem_bw
+        mla_block = MlaBlock([], [("mla_context_module", KP.OP_ATTN_CONTEXT, None, 0.0)],
+                             _mla_module_context_nest(tables, ctx_family, key), mla_par)
     dsa_ctx = _dsa_nest(tables, ctx_family, key, heads, where)
     dsa_gen = _dsa_nest(tables, gen_family, key, heads, where)
     dsa_ctx_par = dsa_par
@@ -186,8 +198,11 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     # TRT-LLM gathers fp8 MoE inputs at one byte per element: half the bf16 message
     # (the NCCL all_gather of attention-DP only: the attention-TP allreduce moves bf16)
     gather = 0.5 if backend == "trtllm" and moe_dtype in ("fp8", "fp8_block") and adp > 1 else 1.0
-    # the embedding's allreduce over the attention-TP group: vLLM only (as Qwen3 MoE)
-    embedding_ar = t > 1 and backend != "trtllm"
+    # vLLM, dense MLA (V3 / R1): AISimulate prices a `tp_allreduce` op, two allreduces of
+    # tokens x hidden per layer over the attention-TP group (0 at TP 1, but listed); V3.2 and
+    # TRT-LLM have no attention-TP allreduce op (checked at TP 8, 2 x 1024 and 2 x 101)
+    tp_allreduce = backend == "vllm" and model.index_n_heads == 0
+    embedding_ar = False
 
     def moe_block(layer_scale: float) -> tuple[list, list]:
         routed = [
@@ -211,9 +226,6 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     ctx_scale = float(L)
     routed, shared = moe_block(ctx_scale)
     attention = ("context", "attention", KP.OP_DSA_CONTEXT, -1, 0.0, ctx_scale)
-    vllm_mla = backend == "vllm" and model.index_n_heads == 0
-    if vllm_mla:   # the MLA module is read like dense context attention (NOTES.md, issue 6)
-        attention = ("context", "attention", KP.OP_ATTN_CONTEXT, -1, 0.0, ctx_scale)
     if mla_block is not None:   # op_index / op_param: first hidden sub-op (set below), count
         attention = ("context", "mla_block", KP.OP_SUM, -1, float(len(mla_block.sub_ops)),
                      ctx_scale)
@@ -225,6 +237,8 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     rows += [("context", "logits_gemm", KP.OP_GEMM_REQUESTS, gi_of["logits_gemm"], 0.0, 1.0)]
     if embedding_ar:
         rows.append(("context", "embedding_ar", KP.OP_ALLREDUCE, -1, float(h), 1.0))
+    if tp_allreduce:
+        rows.append(("context", "tp_allreduce", KP.OP_ALLREDUCE, -1, float(h), 2.0 * ctx_scale))
     rows += [("context", "p2p", KP.OP_P2P, -1, 2.0 * h, float(pipeline_parallel - 1))]
     num_ctx = len(rows)
     gen_scale = float(L + nextn)
@@ -240,6 +254,9 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
               once)]
     if embedding_ar:
         rows.append(("generation", "embedding_ar", KP.OP_ALLREDUCE, -1, float(h), once))
+    if tp_allreduce:
+        rows.append(("generation", "tp_allreduce", KP.OP_ALLREDUCE, -1, float(h),
+                     2.0 * gen_scale))
     rows += [("generation", "p2p", KP.OP_P2P, -1, 2.0 * h,
               float(pipeline_parallel - 1) * once)]
     num_ops = len(rows)
@@ -254,15 +271,6 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
         rows += [("hidden", name, kind, gi_of[g] if g else -1, param, 1.0)
                  for name, kind, g, param in mla_block.sub_ops]
         ctx_nest, ctx_par = mla_block.nest, mla_block.par
-    if vllm_mla:
-        ctx_nest = _mla_module_context_nest(tables, ctx_family, key)
-        ctx_par = np.zeros(KA.PAR_SIZE, np.float64)
-        ctx_par[KA.PAR_NUM_KV_HEADS] = heads
-        ctx_par[KA.PAR_MHA] = 1.0   # MHA over the decompressed k / v; SOL linear in d
-        ctx_par[KA.PAR_HEAD_DIM] = model.qk_nope_head_dim + model.qk_rope_head_dim
-        ctx_par[KA.PAR_KV_BYTES] = _DTYPE_BYTES[kv_dtype]
-        ctx_par[KA.PAR_FLOPS] = flops_of(mla_dtype)
-        ctx_par[KA.PAR_MEM_BW] = mem_bw
     consts[KP.C_NUM_CTX_OPS] = num_ctx
     consts[KP.C_NUM_OPS] = num_ops
 
