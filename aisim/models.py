@@ -39,6 +39,7 @@ class ModelArch:
     v_head_dim: int = 0
     index_n_heads: int = 0
     index_head_dim: int = 0
+    index_topk: int = 0  # DSA: keys each query attends to once the context exceeds it
     weight_quant: str = ""  # checkpoint weight quantization: "", "fp8" or "fp8_block"
 
 
@@ -83,6 +84,7 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
             v_head_dim=_int(raw, "v_head_dim"),
             index_n_heads=_int(raw, "index_n_heads"),
             index_head_dim=_int(raw, "index_head_dim"),
+            index_topk=_int(raw, "index_topk"),
             weight_quant=_weight_quant(raw.get("quantization_config")),
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -9,8 +9,10 @@ values v1, offsets o1 into axis-2 values v2, and leaf latencies lat[A2] (ms per 
 
 Per axis: an exact key collapses the level; between two keys the two branches are blended
 (sqrt space on the context seq axis, raw elsewhere); when only one branch has data (the
-staircase edge) the survivor is rescaled by SOL(query) / SOL(survivor coordinate) along that
-axis; when no branch has data, or the query is outside an axis's range, the whole lookup falls
+staircase edge) the survivor is rescaled by SOL(query) / SOL(query with that one axis at the
+survivor coordinate) -- the other axes stay at the query's coordinates even inside a bracket
+branch of an outer axis (checked on the DSA modules, where the cached-prefix axis brackets);
+when no branch has data, or the query is outside an axis's range, the whole lookup falls
 to the multi-axis utilisation hold: the 4 nearest leaves in joint log2 space, tapered Shepard
 weights ((R - d) / (R d))^2 with R the 5th nearest distance, latency = SOL(query) / mean util.
 
@@ -20,6 +22,14 @@ Mirrors: AISimulate 0.13 perf_interp v2 Grid resolver (context / generation atte
 import math
 
 from aisim.kernels._jit import helper, kernel
+from aisim.kernels.optime_dsa import (
+    DSA_HOLD_NUM,
+    DSA_TOPK,
+    dsa_context_hold,
+    dsa_context_sol_ms,
+    dsa_generation_sol_ms,
+    mla_generation_sol_ms,
+)
 
 KIND_CONTEXT = 0
 KIND_GENERATION = 1
@@ -41,29 +51,18 @@ PAR_SIZE = 8
 
 @helper
 def dsa_sol_ms(kind, x0, x1, x2, par):
-    """Roofline of one DSA module call, ms: sparse MLA over min(context, topk) latent keys.
+    """SOL of one DSA / MLA module call at grid coordinates, ms (ragged brackets, hold).
 
-    Only ever used as a ratio (ragged grid brackets, the utilisation hold outside the grid);
-    AISimulate's own "regime-aware" DSA SOL is not documented, so this is an approximation.
+    context: x0 = prefix + 1, x1 = new tokens, x2 = batch (heads fixed by the slice);
+    generation: x0 = heads, x1 = batch, x2 = kv. DSA modules: `optime_dsa`'s fitted SOL;
+    dense MLA modules (DSA_TOPK = 0): the fitted MLA generation SOL.
     """
-    d = par[PAR_HEAD_DIM]
-    topk = par[PAR_WINDOW]
+    if par[DSA_TOPK] <= 0.0:
+        # (vLLM's dense MLA context module is read as context attention: plan_moe)
+        return mla_generation_sol_ms(x0, x1, x2, par)
     if kind == KIND_DSA_CONTEXT:
-        heads = par[PAR_NUM_KV_HEADS]
-        new = x1
-        b = x2
-        ctx = x0 - 1.0 + new
-    else:
-        heads = x0
-        new = 1.0
-        b = x1
-        ctx = x2
-    keys = ctx if ctx < topk else topk
-    flops = 2.0 * b * new * heads * d * 2.0 * keys
-    nbytes = b * (ctx * d * par[PAR_KV_BYTES] + new * heads * d * 2.0 * 2.0)
-    compute = flops / par[PAR_FLOPS]
-    memory = nbytes / par[PAR_MEM_BW]
-    return (compute if compute > memory else memory) * 1000.0
+        return dsa_context_sol_ms(par[PAR_NUM_KV_HEADS], x0 - 1.0, x1, x2, par)
+    return dsa_generation_sol_ms(x0, x1, x2, par)
 
 
 @helper
@@ -165,8 +164,8 @@ def grid_latency_ms(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, par, scratch_d, s
     if a < n0 and v0[a] == x0:
         y = _level1(kind, a, x0, x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
     elif 0 < a < n0:
-        y0 = _level1(kind, a - 1, v0[a - 1], x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
-        y1 = _level1(kind, a, v0[a], x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
+        y0 = _level1(kind, a - 1, x0, x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
+        y1 = _level1(kind, a, x0, x1, x2, o0, v1, o1, v2, lat, par, sqrt_axis1)
         ok0 = not math.isnan(y0)
         ok1 = not math.isnan(y1)
         if ok0 and ok1:
@@ -180,6 +179,9 @@ def grid_latency_ms(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, par, scratch_d, s
                       / attention_sol_ms(kind, v0[a], x1, x2, par))
     if not math.isnan(y):
         return y
+    if kind == KIND_DSA_CONTEXT and par[DSA_HOLD_NUM] > 0.0:
+        # the DSA / MLA module context hold also borrows other head counts (optime_dsa)
+        return dsa_context_hold(x0 - 1.0, x1, x2, par, scratch_d, scratch_i)[0]
     return hold_latency_ms(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, par, scratch_d,
                            scratch_i)
 

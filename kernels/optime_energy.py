@@ -31,6 +31,7 @@ from aisim.kernels.optime_attention import (
     attention_sol_ms,
 )
 from aisim.kernels.optime_comm import allreduce_sol_ms
+from aisim.kernels.optime_dsa import DSA_HOLD_NUM, dsa_context_hold
 from aisim.kernels.optime_gemm import IDW_SITES, _median3, any_covers, covers, gemm_sol_ms
 from aisim.kernels.optime_moe import MOE_DP, moe_le
 from aisim.kernels.optime_pass import (
@@ -212,9 +213,9 @@ def grid_le(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, en, par, scratch_d, scrat
         y, pw, exact = _level1_lp(kind, a, x0, x1, x2, o0, v1, o1, v2, lat, en, par,
                                   sqrt_axis1)
     elif 0 < a < n0:
-        y0, p0, _e0 = _level1_lp(kind, a - 1, v0[a - 1], x1, x2, o0, v1, o1, v2, lat, en, par,
+        y0, p0, _e0 = _level1_lp(kind, a - 1, x0, x1, x2, o0, v1, o1, v2, lat, en, par,
                                  sqrt_axis1)
-        y1, p1, _e1 = _level1_lp(kind, a, v0[a], x1, x2, o0, v1, o1, v2, lat, en, par,
+        y1, p1, _e1 = _level1_lp(kind, a, x0, x1, x2, o0, v1, o1, v2, lat, en, par,
                                  sqrt_axis1)
         ok0 = not math.isnan(y0)
         ok1 = not math.isnan(y1)
@@ -234,6 +235,8 @@ def grid_le(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, en, par, scratch_d, scrat
         if exact >= 0:
             return y, en[exact]
         return y, pw * y
+    if kind == KIND_DSA_CONTEXT and par[DSA_HOLD_NUM] > 0.0:
+        return dsa_context_hold(x0 - 1.0, x1, x2, par, scratch_d, scratch_i)
     return hold_le(kind, x0, x1, x2, v0, o0, v1, o1, v2, lat, en, par, scratch_d, scratch_i)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from aisim.errors import NotAvailableError, OpTableError
 from aisim.kernels import optime_attention as KA
+from aisim.kernels import optime_dsa as KD
 from aisim.kernels import optime_moe as KM
 from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
@@ -38,7 +39,7 @@ from aisim.timing.plan import (
     csr_nest,
     no_moe_arrays,
 )
-from aisim.timing.plan_mla import trtllm_context_mla_block
+from aisim.timing.plan_mla import MlaBlock, trtllm_context_mla_block
 from aisim.timing.tables import Tables, ordered_rows
 
 # model_type -> attention module tables and the key column that selects the model's rows:
@@ -98,8 +99,8 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     moe_dtype = gemm_dtype
     kv_dtype = "fp8" if model.weight_quant else "bfloat16"
     mla_dtype = "bfloat16"
-    # AISimulate keeps V3.2's shared expert whole on TRT-LLM under attention-TP
-    shared_tp = 1 if backend == "trtllm" and model.index_n_heads > 0 else t
+    # AISimulate keeps V3.2's shared expert whole under attention-TP (vLLM and TRT-LLM)
+    shared_tp = 1 if model.index_n_heads > 0 else t
     shared_inter = model.moe_intermediate_size * max(1, model.num_shared_experts) // shared_tp
     gpu = system["gpu"]
     node = system["node"]
@@ -140,7 +141,7 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     gi_of = {name: gi for gi, (name, *_r) in enumerate(gemm_ops)}
 
     # ---- attention modules, MoE curve, NCCL curves
-    dsa_par = np.zeros(KA.PAR_SIZE, np.float64)
+    dsa_par = np.zeros(KD.DSA_PAR_SIZE, np.float64)
     dsa_par[KA.PAR_NUM_KV_HEADS] = heads
     dsa_par[KA.PAR_HEAD_DIM] = model.kv_lora_rank + model.qk_rope_head_dim
     dsa_par[KA.PAR_KV_BYTES] = _DTYPE_BYTES[kv_dtype]
@@ -148,10 +149,31 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     # keys each query attends to in the SOL: index_topk (2048) for DSA, all of them for MLA
     dsa_par[KA.PAR_WINDOW] = 2048.0 if model.index_n_heads > 0 else 1e18
     dsa_par[KA.PAR_MEM_BW] = mem_bw
+    if model.index_n_heads > 0:
+        _dsa_sol_par(dsa_par, model, gemm_dtype, kv_dtype, flops_of("fp8"))
+    else:
+        _mla_sol_par(dsa_par, model, gemm_dtype, kv_dtype, flops_of("fp8"))
     key = {key_column: key_value, "mla_dtype": mla_dtype, "kv_cache_dtype": kv_dtype,
            "gemm_type": gemm_dtype}
+    if backend == "vllm" and model.index_n_heads == 0:
+        # vLLM's MLA module (V3 / R1): AISimulate reports it as `*_mla_block` (silicon) and
+        # reads the context module like dense context attention (NOTES.md, issue 6)
+        mla_par = np.zeros(KA.PAR_SIZE, np.float64)
+        mla_par[KA.PAR_NUM_KV_HEADS] = heads
+        mla_par[KA.PAR_MHA] = 1.0   # MHA over the decompressed k / v; the SOL is linear in d
+        mla_par[KA.PAR_HEAD_DIM] = model.qk_nope_head_dim + model.qk_rope_head_dim
+        mla_par[KA.PAR_KV_BYTES] = _DTYPE_BYTES[kv_dtype]
+        mla_par[KA.PAR_FLOPS] = flops_of(mla_dtype)
+        mla_par[KA.PAR_MEM_BW] = mem_bw
+        mla_block = MlaBlock([], [("mla_context_module", KP.OP_ATTN_CONTEXT, None, 0.0)],
+                             _mla_module_context_nest(tables, ctx_family, key), mla_par)
     dsa_ctx = _dsa_nest(tables, ctx_family, key, heads, where)
     dsa_gen = _dsa_nest(tables, gen_family, key, heads, where)
+    dsa_ctx_par = dsa_par
+    if model.index_n_heads > 0:   # the context hold borrows every head count (optime_dsa)
+        # (not checked for the dense MLA module: its table has prefix 0 only and several
+        # lanes, and AISimulate prices a cached prefix there another way; see NOTES.md)
+        dsa_ctx_par = _with_hold_leaves(dsa_par, tables, ctx_family, key)
     moe_x, moe_y, moe_en, moe_par = _moe_slice(tables, moe_dtype, MOE_DISTRIBUTION, model,
                                                moe_tensor, moe_expert, adp, flops_of, mem_bw,
                                                where)
@@ -176,8 +198,11 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     # TRT-LLM gathers fp8 MoE inputs at one byte per element: half the bf16 message
     # (the NCCL all_gather of attention-DP only: the attention-TP allreduce moves bf16)
     gather = 0.5 if backend == "trtllm" and moe_dtype in ("fp8", "fp8_block") and adp > 1 else 1.0
-    # the embedding's allreduce over the attention-TP group: vLLM only (as Qwen3 MoE)
-    embedding_ar = t > 1 and backend != "trtllm"
+    # vLLM, dense MLA (V3 / R1): AISimulate prices a `tp_allreduce` op, two allreduces of
+    # tokens x hidden per layer over the attention-TP group (0 at TP 1, but listed); V3.2 and
+    # TRT-LLM have no attention-TP allreduce op (checked at TP 8, 2 x 1024 and 2 x 101)
+    tp_allreduce = backend == "vllm" and model.index_n_heads == 0
+    embedding_ar = False
 
     def moe_block(layer_scale: float) -> tuple[list, list]:
         routed = [
@@ -212,6 +237,8 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     rows += [("context", "logits_gemm", KP.OP_GEMM_REQUESTS, gi_of["logits_gemm"], 0.0, 1.0)]
     if embedding_ar:
         rows.append(("context", "embedding_ar", KP.OP_ALLREDUCE, -1, float(h), 1.0))
+    if tp_allreduce:
+        rows.append(("context", "tp_allreduce", KP.OP_ALLREDUCE, -1, float(h), 2.0 * ctx_scale))
     rows += [("context", "p2p", KP.OP_P2P, -1, 2.0 * h, float(pipeline_parallel - 1))]
     num_ctx = len(rows)
     gen_scale = float(L + nextn)
@@ -227,6 +254,9 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
               once)]
     if embedding_ar:
         rows.append(("generation", "embedding_ar", KP.OP_ALLREDUCE, -1, float(h), once))
+    if tp_allreduce:
+        rows.append(("generation", "tp_allreduce", KP.OP_ALLREDUCE, -1, float(h),
+                     2.0 * gen_scale))
     rows += [("generation", "p2p", KP.OP_P2P, -1, 2.0 * h,
               float(pipeline_parallel - 1) * once)]
     num_ops = len(rows)
@@ -245,7 +275,7 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     consts[KP.C_NUM_OPS] = num_ops
 
     arrays = no_moe_arrays()
-    arrays.update({f"dsa_ctx_{k}": v for k, v in dsa_ctx.items()}, dsa_ctx_par=dsa_par,
+    arrays.update({f"dsa_ctx_{k}": v for k, v in dsa_ctx.items()}, dsa_ctx_par=dsa_ctx_par,
                   dsa_gen_par=dsa_par.copy())
     arrays.update({f"dsa_gen_{k}": v for k, v in dsa_gen.items()})
     arrays.update(moe_x=moe_x, moe_y=moe_y, moe_en=moe_en, moe_par=moe_par,
@@ -431,6 +461,99 @@ def _moe_slice(tables, dtype, distribution, model, moe_tp, moe_ep, adp, flops_of
 # ------------------------------------------------------------------------------ DSA modules
 
 
+def _dsa_sol_par(par: np.ndarray, model: ModelArch, gemm_dtype: str, kv_dtype: str,
+                 fp8_flops: float) -> None:
+    """The DSA module SOL's constants (`optime_attention.dsa_sol_ms`), from the model config.
+
+    Fitted to AISimulate 0.13's per-op SOL on V3.2 (fp8_block GEMMs, fp8 KV): the weights read
+    are q_a, kv_a, q_b, o_proj and the indexer's wq_b / wk / weights_proj (kv_b is absorbed:
+    its FLOPs count, its weights do not); the per-new-token bytes (768 per head at V3.2) are
+    matched by 4 x (nope + rope) without knowing which tensors they stand for.
+    """
+    hidden = model.hidden_size
+    qk = model.qk_nope_head_dim + model.qk_rope_head_dim
+    latent = model.kv_lora_rank + model.qk_rope_head_dim
+    wb = _DTYPE_BYTES[gemm_dtype]
+    kvb = _DTYPE_BYTES[kv_dtype]
+    par[KD.DSA_TOPK] = model.index_topk
+    par[KD.DSA_W0] = wb * (hidden * model.q_lora_rank + hidden * latent
+                           + model.q_lora_rank * model.index_n_heads * model.index_head_dim
+                           + hidden * model.index_head_dim + hidden * model.index_n_heads)
+    par[KD.DSA_WH] = wb * (model.q_lora_rank * qk + model.v_head_dim * hidden)
+    par[KD.DSA_KVB_FLOPS_H] = 2.0 * model.kv_lora_rank * (model.qk_nope_head_dim
+                                                          + model.v_head_dim)
+    par[KD.DSA_ATTN_FLOPS_H] = 2.0 * (latent + model.kv_lora_rank)
+    par[KD.DSA_IDX_FLOPS] = 2.0 * model.index_n_heads * model.index_head_dim
+    par[KD.DSA_IDX_KEY_BYTES] = model.index_head_dim + 4   # fp8 key + one fp32 scale
+    par[KD.DSA_NEW_BYTES_H] = 4.0 * qk
+    par[KD.DSA_KEY_BYTES_H] = latent * kvb
+    par[KD.DSA_KEY_BYTES] = latent * kvb
+    par[KD.DSA_FP8_FLOPS] = fp8_flops
+
+
+
+def _mla_sol_par(par: np.ndarray, model: ModelArch, gemm_dtype: str, kv_dtype: str,
+                 fp8_flops: float) -> None:
+    """The dense MLA generation module SOL's constants (`optime_dsa.mla_generation_sol_ms`).
+
+    Fitted to AISimulate 0.13's per-op SOL on V3 at 128 heads; the generation bytes per
+    sequence besides the latent KV (3456 per head) are matched by 6 x latent without knowing
+    which tensors they stand for.
+    """
+    latent = model.kv_lora_rank + model.qk_rope_head_dim
+    kvb = _DTYPE_BYTES[kv_dtype]
+    par[KD.DSA_W0] = _DTYPE_BYTES[gemm_dtype] * model.kv_lora_rank * (model.qk_nope_head_dim
+                                                                      + model.v_head_dim)
+    par[KD.DSA_KVB_FLOPS_H] = 2.0 * model.kv_lora_rank * (model.qk_nope_head_dim
+                                                          + model.v_head_dim)
+    par[KD.DSA_ATTN_FLOPS_H] = 2.0 * (latent + model.kv_lora_rank)
+    par[KD.DSA_KEY_BYTES] = latent * kvb
+    par[KD.DSA_FP8_FLOPS] = fp8_flops
+    par[KD.MLA_GEN_SEQ_BYTES_H] = 6.0 * latent
+
+
+def _mla_module_context_nest(tables: Tables, family: str, key: dict) -> dict[str, np.ndarray]:
+    """vLLM's dense MLA context module (V3 / R1) as a context-attention nest (heads, seq,
+    batch): AISimulate reads it like dense context attention (seq = new + prefix, sqrt blend
+    on seq, prefix correction, MHA SOL), every lane's rows merged, first row wins."""
+    c = ordered_rows(tables[family])
+    idx = np.nonzero(_slice_mask(c, key) & (c["step"] == 0))[0]
+    leaves: dict[tuple[int, int, int], float] = {}
+    energy: dict[tuple[int, int, int], float] = {}
+    coords = zip(c["num_heads"][idx].tolist(), c["isl"][idx].tolist(),
+                 c["batch_size"][idx].tolist(), strict=True)
+    for k, lat, pw in zip(coords, c["latency"][idx].tolist(), _power(c, idx), strict=True):
+        if k not in leaves:
+            leaves[k] = lat
+            energy[k] = pw * lat
+    return csr_nest(leaves, energy)
+
+
+def _with_hold_leaves(par: np.ndarray, tables: Tables, family: str, key: dict) -> np.ndarray:
+    """`par` followed by the DSA context slice's leaves at every head count, packed for
+    `optime_dsa.dsa_context_hold`: (heads, prefix, new tokens, batch, latency, energy)."""
+    c = ordered_rows(tables[family])
+    idx = np.nonzero(_slice_mask(c, key))[0]
+    leaves: dict[tuple[int, int, int, int], tuple[float, float]] = {}
+    coords = zip(c["num_heads"][idx].tolist(), c["step"][idx].tolist(),
+                 c["isl"][idx].tolist(), c["batch_size"][idx].tolist(), strict=True)
+    for k, lat, pw in zip(coords, c["latency"][idx].tolist(), _power(c, idx), strict=True):
+        leaves.setdefault(k, (lat, pw * lat))   # first row wins
+    packed = np.array([[*k, *leaves[k]] for k in sorted(leaves)], np.float64).reshape(-1)
+    out = np.concatenate([par, packed])
+    out[KD.DSA_HOLD_NUM] = len(leaves)
+    return out
+
+
+def _slice_mask(c: dict, key: dict) -> np.ndarray:
+    mask = np.ones(len(c["latency"]), bool)
+    for col, value in key.items():
+        mask &= c[col] == value
+    if "skip_indexer" in c:
+        mask &= c["skip_indexer"] == 0
+    return mask
+
+
 def _dsa_nest(tables: Tables, family: str, key: dict, heads: int,
               where: str) -> dict[str, np.ndarray]:
     """A DSA / MLA module slice as a CSR nest, raw latencies (no load-time SOL clamp).
@@ -444,11 +567,7 @@ def _dsa_nest(tables: Tables, family: str, key: dict, heads: int,
     if family not in tables:
         raise OpTableError(op, slice_text, f"the op-time table has no {family} family ({where})")
     c = ordered_rows(tables[family])
-    mask = np.ones(len(c["latency"]), bool)
-    for col, value in key.items():
-        mask &= c[col] == value
-    if "skip_indexer" in c:
-        mask &= c["skip_indexer"] == 0
+    mask = _slice_mask(c, key)
     gen = "generation" in family
     if not gen:
         mask &= c["num_heads"] == heads
