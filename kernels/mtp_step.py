@@ -85,55 +85,39 @@ SHAPE_GROW = 6  # members that need blocks, listed in ranks.due_list[r] (idle un
 
 
 @helper
-def shape_step(p, req, ranks, blocks, r, q, acc):
-    """`acc` (the SHAPE_* sums, a tuple) with request q, just scheduled on rank r, counted.
-
-    Called in scheduling order (running list, then admissions), which is the running order a
-    sweep after scheduling would see: a request scheduled earlier in the pass is never preempted
-    later in it (victims come from the end of the running list), and its blocks only change at
-    the burst reservation. A tuple, so the running requests' sums stay in registers.
-    """
-    n_p, isl, pfx, n_d, ctx, need, n_grow = acc
-    n = req.sched_tokens[q]
-    prompt = np.int64(req.prompt_len[q])
-    a = np.int64(req.computed_before[q])
-    if n > 0 and a < prompt:
-        n_p += 1
-        isl += min(a + n, prompt)
-        pfx += a
-    if in_decode_set(req, q):
-        g = np.int64(req.num_generated[q])
-        length = prompt + g
-        n_d += 1
-        ctx += length
-        end = length + min(1 + p.nextn, req.output_len[q] - g)
-        held = np.int64(blocks.slot_nblk[req.slot[q]])
-        if end > held * p.block_size:
-            need += ceil_div(end, p.block_size) - held
-            ranks.due_list[r, n_grow] = q
-            n_grow += 1
-    return (np.int64(n_p), np.int64(isl), np.int64(pfx), np.int64(n_d), np.int64(ctx),
-            np.int64(need), np.int64(n_grow))
-
-
-@helper
-def no_shape():
-    z = np.int64(0)
-    return (z, z, z, z, z, z, z)
-
-
-@helper
-def store_shape(mtp, r, acc):
+def shape_reset(mtp, r):
     for i in range(SHAPE_GROW + 1):
-        mtp.shape[r, i] = acc[i]
+        mtp.shape[r, i] = 0
 
 
 @helper
 def shape_add(p, req, ranks, blocks, mtp, r, q):
-    """shape_step on the rank's stored sums (admissions: a few per pass)."""
+    """Count request q, just scheduled on rank r, in the pass's batch sums.
+
+    Called in scheduling order (running list, then admissions), which is the running order a
+    sweep after scheduling would see: a request scheduled earlier in the pass is never preempted
+    later in it (victims come from the end of the running list), and its blocks only change at
+    the burst reservation.
+    """
     sh = mtp.shape
-    acc = (sh[r, 0], sh[r, 1], sh[r, 2], sh[r, 3], sh[r, 4], sh[r, 5], sh[r, 6])
-    store_shape(mtp, r, shape_step(p, req, ranks, blocks, r, q, acc))
+    n = req.sched_tokens[q]
+    prompt = req.prompt_len[q]
+    a = req.computed_before[q]
+    if n > 0 and a < prompt:
+        sh[r, SHAPE_PREFILLS] += 1
+        sh[r, SHAPE_ISL] += min(a + n, prompt)
+        sh[r, SHAPE_PREFIX] += a
+    if in_decode_set(req, q):
+        g = req.num_generated[q]
+        length = prompt + g
+        sh[r, SHAPE_DECODES] += 1
+        sh[r, SHAPE_CTX] += length
+        end = length + min(1 + p.nextn, req.output_len[q] - g)
+        held = blocks.slot_nblk[req.slot[q]]
+        if end > held * p.block_size:
+            sh[r, SHAPE_NEED] += ceil_div(end, p.block_size) - held
+            ranks.due_list[r, sh[r, SHAPE_GROW]] = q
+            sh[r, SHAPE_GROW] += 1
 
 
 @helper

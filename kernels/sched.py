@@ -202,7 +202,6 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
     flags = 0
     committed = 0
     preempted = False
-    shape = mtp_step.no_shape()  # MTP: this pass's batch sums (mtp_step.shape_step)
     n_due = ranks.due_len[r]
     d = 0
     if ranks.lazy_count[r] > 0:
@@ -243,8 +242,6 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
             while need > kv.num_free(ranks, r):
                 if p.backend == Backend.TRTLLM:
                     stats.counters[CNT_COMMITTED] += committed
-                    if mtp_on(mtp):
-                        mtp_step.store_shape(mtp, r, shape)
                     return budget, flags | SCHED_TRT_PREEMPT, preempted
                 v = preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
                 preempted = True
@@ -265,14 +262,12 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
         budget -= charge
         flags |= SCHED_PROGRESS
         if mtp_on(mtp):
-            shape = mtp_step.shape_step(p, req, ranks, blocks, r, q, shape)
+            mtp_step.shape_add(p, req, ranks, blocks, mtp, r, q)
         i += 1
     while d < n_due:
         run_due_event(p, req, ranks, blocks, pfx_hash, r, x, ranks.due_list[r, d])
         d += 1
     stats.counters[CNT_COMMITTED] += committed
-    if mtp_on(mtp):
-        mtp_step.store_shape(mtp, r, shape)
     return budget, flags, preempted
 
 
@@ -713,6 +708,8 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_
         if not ok:
             lazy.flush(req, ranks, r, x)
             ranks.cooldown[r] = lazy.COOLDOWN_PASSES
+    if mtp_on(mtp):
+        mtp_step.shape_reset(mtp, r)
     budget, flags, preempted = schedule_running(
         p, req, ranks, blocks, stats, pfx_hash, r, p.max_tokens, defer, x, mtp)
     if not preempted and not (flags & SCHED_TRT_PREEMPT):
@@ -761,11 +758,6 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
     may_turn_lazy = not mtp_on(mtp) and p.lazy_decode and ranks.cooldown[r] == 0
     kept = 0
     n_act = ranks.act_len[r]
-    # the pending gap run lives in registers for the sweep: as array slots, every request's
-    # += was a store-to-load chain through memory
-    run_gap = gap_run[0]
-    run_count = gap_run[1]
-    run_zeros = gap_run[2]
     for k in range(n_act):
         q = act_list[r, k]
         n = sched_tokens[q]
@@ -790,16 +782,10 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                 gap = t_ms - last_token[q]
                 if req.no_stats[q]:
                     pass
-                elif run_count > 0.0 and gap == run_gap:
-                    run_count += 1.0
+                elif gap_run[1] > 0.0 and gap == gap_run[0]:
+                    gap_run[1] += 1.0
                 else:
-                    gap_run[0] = run_gap
-                    gap_run[1] = run_count
-                    gap_run[2] = run_zeros
                     record_gap(stats, gap, 1)
-                    run_gap = gap_run[0]
-                    run_count = gap_run[1]
-                    run_zeros = gap_run[2]
                 if g == 1:
                     second_token[q] = t_ms
             if mtp_on(mtp):
@@ -807,7 +793,7 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                 # whether a burst happened is random, a branch on it would mispredict half
                 # the time)
                 if not req.no_stats[q]:
-                    run_zeros += burst - 1
+                    gap_run[2] += burst - 1
                 if g == 0 and burst > 1:
                     second_token[q] = t_ms
             last_token[q] = t_ms
@@ -823,9 +809,6 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                 continue
         act_list[r, kept] = q
         kept += 1
-    gap_run[0] = run_gap
-    gap_run[1] = run_count
-    gap_run[2] = run_zeros
     for k in range(kept, n_act):
         act_list[r, k] = -1
     ranks.act_len[r] = kept
