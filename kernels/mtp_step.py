@@ -15,7 +15,6 @@ each member walks the first s - 1 acceptance rates on its rank's ChaCha12 stream
 1 + accepted tokens, clipped to the remaining output.
 """
 
-import numpy as np
 from numba import types
 from numba.extending import overload
 
@@ -48,18 +47,12 @@ def burst_tokens(mtp, r, slots):
     Walks the first slots - 1 conditional acceptance rates on rank r's stream and stops at the
     first rejection; a rate of 1 accepts without consuming a draw.
     """
-    # The accept/reject outcome is a coin flip the branch predictor cannot learn: it is added
-    # as a number, and the walk's only data-dependent branch is the stop after a rejection
-    # (none for the common [1, ..., 1, p] rates, whose last draw ends the walk anyway).
     k = 1
     st = mtp.rng[r]
     for i in range(slots - 1):
-        if mtp.always[i]:
+        if rng.random_bool(st, mtp.thresholds[i], mtp.always[i]):
             k += 1
-            continue
-        accepted = rng.next_u64(st) < mtp.thresholds[i]
-        k += np.int64(accepted)
-        if not accepted:
+        else:
             break
     return k
 

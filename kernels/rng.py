@@ -152,6 +152,14 @@ def next_u64(st):
     return lo | (hi << np.uint64(32))
 
 
+@helper
+def random_bool(st, p_int, always):
+    """Bernoulli draw: `always` (p == 1) accepts without consuming; else next_u64 < p_int."""
+    if always:
+        return True
+    return next_u64(st) < p_int
+
+
 @kernel
 def unit_f64(st):
     """U in [0, 1) with 53 random bits, as rand's Standard f64."""
@@ -179,8 +187,7 @@ def poisson_arrivals_ms(seed: int, rate_per_s: float, n: int) -> np.ndarray:
 
 
 def bernoulli_threshold(p: float) -> tuple[np.uint64, bool]:
-    """(p_int, always) of a Bernoulli draw (mtp_step.burst_tokens): rand 0.9 accepts p == 1
-    without consuming a draw, else compares the next u64 against floor(p x 2^64)."""
+    """(p_int, always) for random_bool: rand 0.9 compares against floor(p x 2^64)."""
     if p >= 1.0:
         return np.uint64(0), True
     return np.uint64(int(p * 2.0**64)), False

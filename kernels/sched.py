@@ -789,13 +789,11 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                 if g == 1:
                     second_token[q] = t_ms
             if mtp_on(mtp):
-                # a burst's extra tokens share one timestamp: ITL 0 each (added even when 0:
-                # whether a burst happened is random, a branch on it would mispredict half
-                # the time)
-                if not req.no_stats[q]:
-                    gap_run[2] += burst - 1
-                if g == 0 and burst > 1:
-                    second_token[q] = t_ms
+                if burst > 1:
+                    if not req.no_stats[q]:
+                        gap_run[2] += burst - 1  # a burst's tokens share one timestamp: ITL 0
+                    if g == 0:
+                        second_token[q] = t_ms
             last_token[q] = t_ms
             g += burst
             num_generated[q] = g
