@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import sys
@@ -69,19 +70,22 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
         return _run_pd_prediction(cfg, digest, capture)
     spec = resolve(cfg)
     load_engine(spec)  # like importing AISimulate's compiled engine: outside wall_time_ms
+    if spec.timing == "op_level":
+        from aisim.timing.energy import power_report
+        from aisim.timing.provider import plan_for
+        from aisim.timing.provider import provenance as op_level_provenance
+    if spec.trace_path is not None:
+        from aisim.traffic_trace import trace_traffic
+    _freeze_loaded_objects()
     t0 = time.perf_counter()  # AISimulate's wall_time_ms spans validated config -> metrics
     plan = None
     memo = None
     if spec.timing == "op_level":
-        from aisim.timing.provider import plan_for
-
         if memos is not None:
             plan, memo = _shared_plan_and_memo(memos, spec, cfg.source_path)
         else:
             plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{spec.role}")
     if spec.trace_path is not None:
-        from aisim.traffic_trace import trace_traffic
-
         traffic = trace_traffic(spec)
     else:
         traffic = synthetic(spec)
@@ -91,9 +95,6 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
     prediction = dict(summarize(result))
     prediction.update(power_fields())
     if spec.timing == "op_level":
-        from aisim.timing.energy import power_report
-        from aisim.timing.provider import provenance as op_level_provenance
-
         prediction["prediction_provenance"] = {spec.role: op_level_provenance(spec)}
         power_w, coverage, diagnostics = power_report(
             plan.op_names, op_sources(plan), plan.num_ctx_ops, _accumulators(result.memo))
@@ -150,6 +151,13 @@ def _shared_plan_and_memo(memos: dict, spec, source_path):
     return plan, shared[plan_hash]
 
 
+def _freeze_loaded_objects() -> None:
+    """Keep the ~1 M objects numba and the loaded kernels leave on the heap out of Python's
+    cyclic garbage collector: a full collection walks them all (~50 ms), and one that happened
+    to trigger mid-run showed up as a 50 ms swing in wall_time_ms between otherwise equal runs."""
+    gc.freeze()
+
+
 def _run_pd_prediction(cfg, digest: str, capture: bool) -> Prediction:
     """run_prediction for engine.mode disaggregated (behaviour.md 10)."""
     from aisim.engine.pd import load_engine_pd, resolve_pd, simulate_pd
@@ -158,14 +166,17 @@ def _run_pd_prediction(cfg, digest: str, capture: bool) -> Prediction:
 
     pdspec = resolve_pd(cfg)
     load_engine_pd(pdspec)
+    from aisim.timing.energy import power_report
+    from aisim.timing.provider import plan_for
+    from aisim.timing.provider import provenance as op_level_provenance
+
+    _freeze_loaded_objects()
     t0 = time.perf_counter()
     roles = (("prefill", pdspec.prefill), ("decode", pdspec.decode))
     plans = []
     for role, spec in roles:
         plan = None
         if spec.timing == "op_level":
-            from aisim.timing.provider import plan_for
-
             plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{role}")
         plans.append(plan)
     result = simulate_pd(pdspec, capture=capture, plans=tuple(plans))
@@ -174,16 +185,12 @@ def _run_pd_prediction(cfg, digest: str, capture: bool) -> Prediction:
     provenance_by_role = {}
     for role, spec in roles:
         if spec.timing == "op_level":
-            from aisim.timing.provider import provenance as op_level_provenance
-
             provenance_by_role[role] = op_level_provenance(spec)
         else:
             provenance_by_role[role] = dict(_PROVENANCE[spec.timing])
     prediction["prediction_provenance"] = provenance_by_role
     if all(plan is not None for plan in plans):
         # the prefill role's provider prices prefill phases, the decode role's decode phases
-        from aisim.timing.energy import power_report
-
         plan_p, plan_d = plans
         acc = _accumulators(result.memo_p)
         acc_d = _accumulators(result.memo_d)
