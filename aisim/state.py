@@ -365,6 +365,9 @@ def allocate_pd(n_requests: int, decode_ranks: int, decode_workers: int,
     return _alloc(PDState, PD_FIELDS, dims)
 
 
+MTP_SHAPE_COLUMNS = 7  # mtp_step.SHAPE_PREFILLS .. SHAPE_GROW
+
+
 class MtpState(NamedTuple):
     """Native MTP of one run (behaviour.md 8): acceptance walk and per-rank random streams.
 
@@ -374,8 +377,8 @@ class MtpState(NamedTuple):
     thresholds: np.ndarray  # uint64[nextn] Bernoulli threshold floor(rate x 2^64) per draft
     always: np.ndarray  # bool[nextn] rate == 1: accepted without consuming a draw
     rng: np.ndarray  # uint32[R, rng.STATE_WORDS] ChaCha12 stream of each scheduler rank
-    # int64[R, mtp_step.SHAPE_FIELDS] the pass's batch sums (prefill set, decode set, burst
-    # blocks), added up while the pass is scheduled so pricing needs no extra sweep
+    # int64[R, MTP_SHAPE_COLUMNS] the pass's batch sums (prefill set, decode set, burst blocks;
+    # columns kernels/mtp_step.SHAPE_*), added up while scheduling so pricing needs no sweep
     shape: np.ndarray
 
 
@@ -390,7 +393,8 @@ def allocate_mtp(nextn: int, accepted: float | None, n_ranks: int) -> MtpState:
 
     if nextn <= 0:
         return NoMtp(np.zeros(0, np.uint64), np.zeros(0, np.bool_),
-                     np.zeros((0, rng.STATE_WORDS), np.uint32), np.zeros((0, 8), np.int64))
+                     np.zeros((0, rng.STATE_WORDS), np.uint32),
+                     np.zeros((0, MTP_SHAPE_COLUMNS), np.int64))
     rates = acceptance_rates(nextn, float(accepted or 0.0))
     thresholds = np.zeros(nextn, np.uint64)
     always = np.zeros(nextn, np.bool_)
@@ -399,7 +403,7 @@ def allocate_mtp(nextn: int, accepted: float | None, n_ranks: int) -> MtpState:
     streams = np.zeros((n_ranks, rng.STATE_WORDS), np.uint32)
     for r in range(n_ranks):
         rng.seed_from_u64(streams[r], np.uint64(42 + r))
-    return MtpState(thresholds, always, streams, np.zeros((n_ranks, 8), np.int64))
+    return MtpState(thresholds, always, streams, np.zeros((n_ranks, MTP_SHAPE_COLUMNS), np.int64))
 
 
 def acceptance_rates(nextn: int, accepted: float) -> list[float]:
