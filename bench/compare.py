@@ -4,8 +4,10 @@ usage: python bench/compare.py [--workloads DIR] [--aisimulate EXE_OR_VENV] [--r
                                [--only NAME ...] [--cold/--no-cold] [--warmup 1]
                                [--out-md bench/RESULTS.md] [--out-csv bench/results.csv]
 
-Per workload: optionally one aisim cold run (fresh empty numba and plan caches; aisim's later runs
-of that workload reuse them) and the warm run right after it; one untimed warm-up of each tool;
+Per workload: optionally one aisim cold run (fresh empty numba and plan caches, as right after a
+fresh install: the kernels come from the package's kernels/prebuilt.tar.gz when it matches the
+kernel sources, and are compiled otherwise; aisim's later runs of that workload reuse the
+caches) and the warm run right after it; one untimed warm-up of each tool;
 then N rounds of whole-process runs,
 alternating which tool goes first so that drift in machine load hits both alike. Records median
 wall time, the per-round ratio's min-max, peak RSS and core time (GNU time), each tool's own
@@ -45,7 +47,7 @@ COLUMNS = [
     "speedup_max",
     "aisim_peak_mb",  # max RSS over the warm rounds
     "aisimulate_peak_mb",
-    "aisim_cold_s",  # first run with empty numba + plan caches (compiles every kernel)
+    "aisim_cold_s",  # first run with empty numba + plan caches (a fresh install's first run)
     "aisim_cold_peak_mb",
     "aisim_warm_s",  # the run right after the cold one, in the caches it just wrote
     "aisim_wall_time_ms",  # median of the simulation span each tool reports in prediction.json

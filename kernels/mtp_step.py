@@ -92,21 +92,27 @@ def shape_add(p, req, ranks, blocks, mtp, r, q):
     later in it (victims come from the end of the running list), and its blocks only change at
     the burst reservation.
     """
+    shape_add_known(p, req, ranks, blocks, mtp, r, q, req.computed_before[q], req.sched_tokens[q],
+                    req.prompt_len[q], req.num_generated[q], req.slot[q])
+
+
+@helper
+def shape_add_known(p, req, ranks, blocks, mtp, r, q, a, n, prompt, g, slot):
+    """`shape_add` with the values the scheduler has in hand: a = computed before the pass,
+    n = tokens scheduled, g = generated so far (reloading them cost ~8 loads per request and
+    pass: the compiler cannot tell that the stores in between hit other arrays)."""
     sh = mtp.shape
-    n = req.sched_tokens[q]
-    prompt = req.prompt_len[q]
-    a = req.computed_before[q]
     if n > 0 and a < prompt:
         sh[r, SHAPE_PREFILLS] += 1
         sh[r, SHAPE_ISL] += min(a + n, prompt)
         sh[r, SHAPE_PREFIX] += a
-    if in_decode_set(req, q):
-        g = req.num_generated[q]
+    # in_decode_set with these values
+    if req.draft_slots[q] > 0 or (g > 0 and n > 0 and a + n == prompt + g):
         length = prompt + g
         sh[r, SHAPE_DECODES] += 1
         sh[r, SHAPE_CTX] += length
         end = length + min(1 + p.nextn, req.output_len[q] - g)
-        held = blocks.slot_nblk[req.slot[q]]
+        held = blocks.slot_nblk[slot]
         if end > held * p.block_size:
             sh[r, SHAPE_NEED] += ceil_div(end, p.block_size) - held
             ranks.due_list[r, sh[r, SHAPE_GROW]] = q

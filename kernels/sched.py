@@ -220,7 +220,8 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
         if defer and c < prompt:
             i += 1
             continue
-        n = min(prompt + num_generated[q] - c, budget)
+        g = num_generated[q]
+        n = min(prompt + g - c, budget)
         charge = n
         if mtp_on(mtp):
             if req.drafting[q]:
@@ -231,7 +232,7 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
                     req.draft_slots[q] = charge
                 else:
                     req.draft_slots[q] = 1 + p.nextn  # TRT-LLM: drafts are not budgeted
-            elif p.backend == Backend.TRTLLM and c + n == prompt and num_generated[q] == 0:
+            elif p.backend == Backend.TRTLLM and c + n == prompt and g == 0:
                 req.draft_slots[q] = 1 + p.nextn  # TRT-LLM drafts from the prefill pass on
         slot = slots[q]
         # divisions are slow and a decode crosses a block boundary once per block_size steps
@@ -262,7 +263,7 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
         budget -= charge
         flags |= SCHED_PROGRESS
         if mtp_on(mtp):
-            mtp_step.shape_add(p, req, ranks, blocks, mtp, r, q)
+            mtp_step.shape_add_known(p, req, ranks, blocks, mtp, r, q, c, n, prompt, g, slot)
         i += 1
     while d < n_due:
         run_due_event(p, req, ranks, blocks, pfx_hash, r, x, ranks.due_list[r, d])
@@ -766,21 +767,24 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
         if req.activated[q]:
             req.activated[q] = False
             n = 1
-        if n > 0 and num_computed[q] == prompt_len[q] + g:
+        known = prompt_len[q] + g
+        if n > 0 and num_computed[q] == known:
+            out_len = output_len[q]
+            quiet = req.no_stats[q]
             burst = 1
             if mtp_on(mtp):
                 s = req.draft_slots[q]
                 if s > 0:
                     req.draft_slots[q] = 0
-                    burst = min(mtp_step.burst_tokens(mtp, r, s), output_len[q] - g)
+                    burst = min(mtp_step.burst_tokens(mtp, r, s), out_len - g)
                     # computed stays one short of the known length between passes
-                    num_computed[q] += burst - 1
+                    num_computed[q] = known + burst - 1
                 req.drafting[q] = True
             if g == 0:
                 first_token[q] = t_ms
             else:
                 gap = t_ms - last_token[q]
-                if req.no_stats[q]:
+                if quiet:
                     pass
                 elif gap_run[1] > 0.0 and gap == gap_run[0]:
                     gap_run[1] += 1.0
@@ -790,18 +794,18 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                     second_token[q] = t_ms
             if mtp_on(mtp):
                 if burst > 1:
-                    if not req.no_stats[q]:
+                    if not quiet:
                         gap_run[2] += burst - 1  # a burst's tokens share one timestamp: ITL 0
                     if g == 0:
                         second_token[q] = t_ms
             last_token[q] = t_ms
             g += burst
             num_generated[q] = g
-            if g >= output_len[q]:
+            if g >= out_len:
                 req.finishing[q] = True
                 any_done = True
                 continue
-            if g >= 2 and may_turn_lazy and not req.no_stats[q]:  # lazy gaps are all counted
+            if g >= 2 and may_turn_lazy and not quiet:  # lazy gaps are all counted
                 lazy.make_lazy(p, req, ranks, blocks, r, q, x)
                 stats.counters[CNT_LAZY] += 1
                 continue
