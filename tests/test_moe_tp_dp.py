@@ -55,8 +55,10 @@ engine:
 
 
 def _name(d: dict) -> str:
-    return (f"{d['model'].split('/')[1]}-{d['backend']}-tp{d['tensor']}-dp{d['attention_data']}"
-            f"-mtp{d['moe_tensor']}-ep{d['moe_expert']}")
+    return (
+        f"{d['model'].split('/')[1]}-{d['backend']}-tp{d['tensor']}-dp{d['attention_data']}"
+        f"-mtp{d['moe_tensor']}-ep{d['moe_expert']}"
+    )
 
 
 DEPLOYMENTS = {_name(d): d for d in GOLDEN["deployments"]}
@@ -74,8 +76,9 @@ def _config_path(name: str) -> str:
 def _estimate(name: str, kind: str) -> tuple:
     shapes = sorted(DEPLOYMENTS[name][kind])
     args = [a for s in shapes for a in (f"--{kind}", s)]
-    res = CliRunner().invoke(main, ["estimate", "-c", _config_path(name), *args, "--format",
-                                    "json"])
+    res = CliRunner().invoke(
+        main, ["estimate", "-c", _config_path(name), *args, "--format", "json"]
+    )
     assert res.exit_code == 0, res.output
     passes = [p for p in json.loads(res.stdout)["passes"] if p["kind"] == kind]
     return tuple(zip(shapes, passes, strict=True))
@@ -94,8 +97,11 @@ def test_per_op_latency(name: str, kind: str) -> None:
         ref = DEPLOYMENTS[name][kind][shape]
         ours = {op["op"]: op["ms"] for op in got["ops"]}
         assert set(ours) == set(ref), (shape, sorted(set(ours) ^ set(ref)))
-        bad += [f"{shape} {op}: {ours[op]} vs {ms}" for op, (ms, _e) in ref.items()
-                if not _close(ours[op], ms)]
+        bad += [
+            f"{shape} {op}: {ours[op]} vs {ms}"
+            for op, (ms, _e) in ref.items()
+            if not _close(ours[op], ms)
+        ]
         total = sum(ms for ms, _e in ref.values())
         if not _close(got["total_ms"], total):
             bad.append(f"{shape} total: {got['total_ms']} vs {total}")
@@ -139,7 +145,7 @@ def test_summed_curve_is_the_sum_of_two_lookups() -> None:
     curve read by the kernel equals the two kernel lookups added (float rounding only)."""
     ax = np.array([128.0, 1024.0, 8192.0, 65536.0])
     ay = np.array([0.010, 0.012, 0.030, 0.200])
-    bx = np.array([512.0, 4096.0, 262144.0])      # another grid, reaching further
+    bx = np.array([512.0, 4096.0, 262144.0])  # another grid, reaching further
     by = np.array([0.020, 0.025, 0.900])
     mx, my = summed_curve(ax, ay, bx, by)
     assert list(mx) == sorted(set(ax) | set(bx))
@@ -152,8 +158,17 @@ def test_missing_moe_slice_is_named(tmp_path: Path) -> None:
     """Qwen3-30B-A3B on vLLM has no moe_tensor 2 x moe_expert 2 slice (AISimulate fails on the
     same MoeKey): one line naming it."""
     cfg = tmp_path / "bad.yaml"
-    cfg.write_text(CONFIG.format(model="Qwen/Qwen3-30B-A3B", backend="vllm", version="0.24.0",
-                                 tensor=2, attention_data=2, moe_tensor=2, moe_expert=2))
+    cfg.write_text(
+        CONFIG.format(
+            model="Qwen/Qwen3-30B-A3B",
+            backend="vllm",
+            version="0.24.0",
+            tensor=2,
+            attention_data=2,
+            moe_tensor=2,
+            moe_expert=2,
+        )
+    )
     res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
     assert res.exit_code == 2
     text = res.output.strip()

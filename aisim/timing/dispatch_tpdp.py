@@ -27,8 +27,9 @@ import numpy as np
 from aisim.timing.tables import Tables
 
 
-def tp_dp_dispatch_curves(tables: Tables, backend: str, t: int, adp: int, num_gpus: int,
-                          where: str) -> dict[str, np.ndarray]:
+def tp_dp_dispatch_curves(
+    tables: Tables, backend: str, t: int, adp: int, num_gpus: int, where: str
+) -> dict[str, np.ndarray]:
     """The plan's allreduce and NCCL curves under tensor t x attention_data adp (both > 1)."""
     from aisim.timing.plan import _allreduce_curve
     from aisim.timing.plan_moe import _nccl_curve
@@ -45,8 +46,9 @@ def tp_dp_dispatch_curves(tables: Tables, backend: str, t: int, adp: int, num_gp
     return out
 
 
-def summed_curve(ax: np.ndarray, ay: np.ndarray, bx: np.ndarray,
-                 by: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def summed_curve(
+    ax: np.ndarray, ay: np.ndarray, bx: np.ndarray, by: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """One curve equal to curve a + curve b, each read as `optime_comm.allreduce_latency_ms`
     reads a curve: raw linear inside, proportional hold (y_edge x e / x_edge) outside."""
     xs = np.union1d(ax, bx)
