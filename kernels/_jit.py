@@ -27,16 +27,23 @@ def _cache_dir() -> str:
     calls from other files; keying the folder by all kernel sources makes a stale binary
     impossible (and lets several aisim versions share a machine).
     """
+    digest = kernel_digest()
+    base = os.environ.get("AISIM_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aisim", "numba")
+    folder = os.path.join(base, digest[:16])
+    if not os.path.isdir(folder):
+        _prune(base, keep=3)
+        seed_from_prebuilt(folder, digest)
+    return folder
+
+
+def kernel_digest() -> str:
+    """sha256 over every kernel source file (names and bytes)."""
     digest = hashlib.sha256()
     for path in sorted(Path(__file__).parent.glob("*.py")):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
-    base = os.environ.get("AISIM_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aisim", "numba")
-    folder = os.path.join(base, digest.hexdigest()[:16])
-    if not os.path.isdir(folder):
-        _prune(base, keep=3)
-    return folder
+    return digest.hexdigest()
 
 
 def _prune(base: str, keep: int) -> None:
@@ -51,6 +58,64 @@ def _prune(base: str, keep: int) -> None:
     for entry in entries[keep:]:
         shutil.rmtree(entry.path, ignore_errors=True)
 
+
+PREBUILT = Path(__file__).parent / "prebuilt.tar.gz"
+PREBUILT_CPU = "generic"
+
+
+def prebuilt_manifest(digest: str) -> dict:
+    """What a prebuilt archive must have been built for to be usable in this process."""
+    import sys
+
+    return {"kernel_digest": digest, "numba": numba.__version__,
+            "python": f"{sys.version_info[0]}.{sys.version_info[1]}", "cpu": PREBUILT_CPU}
+
+
+def seed_from_prebuilt(folder: str, digest: str, archive_path: Path = PREBUILT) -> None:
+    """Fill an empty cache folder from the archive of compiled kernels shipped in the package.
+
+    Compiling the event loop takes minutes per deployment kind on a small machine; the package
+    carries the kernels compiled for a generic x86-64 CPU, so a fresh install runs in seconds.
+    The archive is used only when it was built from these exact kernel sources with this numba
+    and Python; otherwise numba compiles as usual. numba locates a function's cache by the
+    absolute path of its source folder, so the files are placed where this install looks.
+    """
+    import json
+    import shutil
+    import tarfile
+    import tempfile
+
+    from numba.core.caching import _CacheLocator
+
+    if os.environ.get("AISIM_NO_PREBUILT") or not archive_path.is_file() or os.path.isdir(folder):
+        return
+    try:
+        with tarfile.open(archive_path) as archive:
+            manifest = json.load(archive.extractfile("MANIFEST.json"))
+            if manifest != prebuilt_manifest(digest):
+                return
+            os.makedirs(os.path.dirname(folder), exist_ok=True)
+            staging = tempfile.mkdtemp(prefix=".seed-", dir=os.path.dirname(folder))
+            target = os.path.join(staging, _CacheLocator.get_suitable_cache_subpath(__file__))
+            os.makedirs(target)
+            for member in archive.getmembers():
+                name = member.name
+                if member.isfile() and "/" not in name and name.endswith((".nbi", ".nbc")):
+                    with open(os.path.join(target, name), "wb") as out:
+                        shutil.copyfileobj(archive.extractfile(member), out)
+        try:
+            os.rename(staging, folder)  # atomic: a concurrent process may have seeded it first
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    except (OSError, tarfile.TarError, ValueError, KeyError):
+        return  # an unreadable archive only means compiling, as without one
+
+
+if not os.environ.get("NUMBA_CPU_NAME"):
+    # Portable code: the prebuilt kernels run on any x86-64, and kernels compiled here match
+    # them (numba keys each cached binary on the CPU name and features it was built for).
+    numba.config.CPU_NAME = PREBUILT_CPU
+    numba.config.CPU_FEATURES = ""
 
 if not os.environ.get("NUMBA_CACHE_DIR"):
     numba.config.CACHE_DIR = _cache_dir()
