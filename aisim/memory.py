@@ -160,6 +160,18 @@ def checkpoint_kv_bytes_per_token(model: ModelArch, tensor: int) -> int:
                                   kv_bytes=quant_bytes(kv_q, "kvcache_quant_mode")))
 
 
+def transfer_kv_bytes_per_token(model: ModelArch, tensor: int) -> int:
+    """P/D `kv_transfer.bytes_per_token: auto`: KV bytes of one token on one source rank at the
+    checkpoint's dtype (torch_dtype), whatever the KV cache quantization [observed: AISimulate's
+    lowered spec has 61 x 576 x 2 = 70272 for DeepSeek-V3 and V3.2 (fp8 KV cache, no indexer
+    keys), at prefill TP 1 and 8]."""
+    family = model_family(model)
+    if family in ("deepseek", "deepseek_v32"):
+        return int(model.num_layers * (model.kv_lora_rank + model.qk_rope_head_dim)
+                   * model.dtype_bytes)
+    return int(kv_bytes_per_token(model, family, tensor=tensor, kv_bytes=model.dtype_bytes))
+
+
 @dataclass(frozen=True)
 class MemoryBreakdown:
     """Every term of the capacity estimate of one rank (bytes unless named otherwise)."""

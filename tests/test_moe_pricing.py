@@ -136,14 +136,19 @@ def test_missing_slice_is_named(tmp_path: Path) -> None:
 
 
 def test_unsupported_combination_is_named(tmp_path: Path) -> None:
+    """A MoE group of 16 GPUs (TP8 x DP2) spans two nodes: AISimulate prices it, aisim names
+    the gap in one line."""
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(CONFIG.replace("backend: vllm", "backend: trtllm").replace(
         'backend_version: "0.24.0"', 'backend_version: "1.3.0rc20"').replace(
         "deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-R1").replace(
-        "tensor: 1, pipeline: 1, attention_data: 8", "tensor: 2, pipeline: 1, attention_data: 4"))
+        "tensor: 1, pipeline: 1, attention_data: 8", "tensor: 8, pipeline: 1, attention_data: 2"
+    ).replace("moe_expert: 8", "moe_expert: 16"))
     res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
     assert res.exit_code == 2
-    assert "attention TP x DP" in res.output and "Traceback" not in res.output
+    text = res.output.strip()
+    assert "16 GPUs spans nodes" in text and "Traceback" not in text, text
+    assert len(text.splitlines()) == 1
 
 
 # Single-request AISimulate runs (1 x 1024 prompt, 3 output tokens, replicas 1): TTFT =

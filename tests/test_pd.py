@@ -56,6 +56,14 @@ def test_roles_resolve_with_prefill_defaults(tmp_path: Path) -> None:
     assert not spec.transfer.full_prompt
 
 
+@pytest.mark.parametrize("model", ["deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3.2"])
+def test_auto_bytes_per_token_of_mla_models(tmp_path: Path, model: str) -> None:
+    """DeepSeek's fp8 KV cache still transfers at the checkpoint dtype: 61 layers x (512 latent
+    + 64 rope) x 2 bytes, no indexer keys, not split by TP (AISimulate's lowered spec)."""
+    _, cfg = _cfg(tmp_path, overrides=(f"engine.model={model}",))
+    assert resolve_pd(cfg).transfer.bytes_per_token == 70272.0
+
+
 def test_null_bandwidth_means_no_delay(tmp_path: Path) -> None:
     _, cfg = _cfg(tmp_path, overrides=("engine.kv_transfer={bandwidth_gb_per_second: null}",))
     assert resolve_pd(cfg).transfer.bandwidth_gb_s == 0.0

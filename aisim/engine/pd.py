@@ -50,7 +50,7 @@ class PDResult:
 def resolve_pd(cfg) -> PDSpec:
     """Config (mode disaggregated) -> per-role specs and the KV-transfer parameters."""
     from aisim.config import unsupported_features
-    from aisim.memory import checkpoint_kv_bytes_per_token
+    from aisim.memory import transfer_kv_bytes_per_token
 
     missing = unsupported_features(cfg)
     if missing:
@@ -72,7 +72,7 @@ def resolve_pd(cfg) -> PDSpec:
             bandwidth = float(kvt.bandwidth_gb_per_second)
         if kvt.bytes_per_token == "auto":
             # KV bytes of one token on one source (prefill) rank
-            bytes_per_token = float(checkpoint_kv_bytes_per_token(prefill.model, prefill.tensor))
+            bytes_per_token = float(transfer_kv_bytes_per_token(prefill.model, prefill.tensor))
         else:
             bytes_per_token = float(kvt.bytes_per_token)
     return PDSpec(prefill, decode, st.TransferParams(bytes_per_token, bandwidth, full_prompt))

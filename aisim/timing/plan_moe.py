@@ -85,11 +85,6 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
         raise NotAvailableError(
             f"op-level timing for {where}: tensor x attention_data ({t * adp}) must equal "
             f"moe_tensor x moe_expert ({moe_tensor * moe_expert})")
-    if t > 1 and adp > 1:
-        raise NotAvailableError(
-            f"op-level timing for {where}: DeepSeek is priced with either tensor or "
-            "attention-DP parallel attention so far (attention TP x DP groups are not built "
-            "yet)")
     num_gpus = moe_tensor * moe_expert
 
     h = model.hidden_size
@@ -177,7 +172,7 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     moe_x, moe_y, moe_en, moe_par = _moe_slice(tables, moe_dtype, MOE_DISTRIBUTION, model,
                                                moe_tensor, moe_expert, adp, flops_of, mem_bw,
                                                where)
-    comm = _dispatch_curves(tables, t, adp, num_gpus, where)
+    comm = _dispatch_curves(tables, t, adp, num_gpus, where, backend)
 
     consts = np.zeros(KP.NUM_CONSTS, np.float64)
     consts[KP.C_MODE] = MODES[mode]
@@ -192,7 +187,8 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     consts[KP.C_NEXTN] = nextn
     consts[KP.C_HEADS] = heads
     consts[KP.C_NCCL_GPUS] = num_gpus
-    consts[KP.C_DISPATCH_AR] = 1.0 if t > 1 else 0.0
+    # under attention TP x DP the dispatch allreduce is folded into the NCCL curves
+    consts[KP.C_DISPATCH_AR] = 1.0 if t > 1 and adp == 1 else 0.0
 
     # ---- op lists: (name, kind, gemm index, per-token param, scale)
     # TRT-LLM gathers fp8 MoE inputs at one byte per element: half the bf16 message
@@ -327,11 +323,6 @@ def _build_gqa_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backe
         raise NotAvailableError(
             f"op-level timing for {where}: tensor x attention_data ({t * adp}) must equal "
             f"moe_tensor x moe_expert ({moe_tensor * moe_expert})")
-    if t > 1 and adp > 1:
-        raise NotAvailableError(
-            f"op-level timing for {where}: MoE models are priced with either tensor or "
-            "attention-DP parallel attention so far (attention TP x DP groups are not built "
-            "yet)")
     num_gpus = moe_tensor * moe_expert
     dense = build_dense_plan(model, tables, system, backend=backend, version=version,
                              tensor_parallel=t, pipeline_parallel=pp, mode=mode, nextn=nextn)
@@ -369,10 +360,11 @@ def _build_gqa_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backe
     moe_x, moe_y, moe_en, moe_par = _moe_slice(tables, gemm_dtype, QWEN_MOE_DISTRIBUTION, model,
                                                moe_tensor, moe_expert, adp, flops_of, mem_bw,
                                                where)
-    comm = _dispatch_curves(tables, t, adp, num_gpus, where)
+    comm = _dispatch_curves(tables, t, adp, num_gpus, where, backend)
     consts = d0.consts.copy()
     consts[KP.C_NCCL_GPUS] = num_gpus
-    consts[KP.C_DISPATCH_AR] = 1.0 if t > 1 else 0.0
+    # under attention TP x DP the dispatch allreduce is folded into the NCCL curves
+    consts[KP.C_DISPATCH_AR] = 1.0 if t > 1 and adp == 1 else 0.0
 
     rows: list[tuple] = []
     for phase in ("context", "generation"):
@@ -420,16 +412,20 @@ def _build_gqa_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backe
                     version=version, mode=mode, tensor_parallel=t, gemm_descr=tuple(descr))
 
 
-def _dispatch_curves(tables: Tables, t: int, adp: int, num_gpus: int,
-                     where: str) -> dict[str, np.ndarray]:
+def _dispatch_curves(tables: Tables, t: int, adp: int, num_gpus: int, where: str,
+                     backend: str) -> dict[str, np.ndarray]:
     """Curves of the vLLM MoE dispatch / combine (custom allreduce when attention-TP > 1 over
-    the whole MoE group, NCCL all_gather / reduce_scatter when attention-DP > 1)."""
+    the whole MoE group, NCCL all_gather / reduce_scatter when attention-DP > 1; both together:
+    aisim.timing.dispatch_tpdp)."""
+    from aisim.timing.dispatch_tpdp import tp_dp_dispatch_curves
     from aisim.timing.plan import _allreduce_curve
 
     if num_gpus > NCCL_MAX_GPUS:
         raise NotAvailableError(
             f"op-level timing for {where}: MoE dispatch over {num_gpus} GPUs spans nodes; only "
             f"up to {NCCL_MAX_GPUS} GPUs (one node) are priced so far")
+    if t > 1 and adp > 1:
+        return tp_dp_dispatch_curves(tables, backend, t, adp, num_gpus, where)
     out = {"ar_x": np.ones(1), "ar_y": np.ones(1), "ar_en": np.zeros(1), "ag_x": np.ones(1),
            "ag_y": np.ones(1), "rs_x": np.ones(1), "rs_y": np.ones(1)}
     if t > 1:
