@@ -28,18 +28,19 @@ from aisim.timing.tables import Tables
 
 
 def tp_dp_dispatch_curves(
-    tables: Tables, backend: str, t: int, adp: int, num_gpus: int, where: str
+    tables: Tables, backend: str, t: int, adp: int, num_gpus: int, where: str,
+    node: dict | None = None,
 ) -> dict[str, np.ndarray]:
     """The plan's allreduce and NCCL curves under tensor t x attention_data adp (both > 1)."""
     from aisim.timing.plan import _allreduce_curve
     from aisim.timing.plan_moe import _nccl_curve
 
     out = {}
-    out["ar_x"], out["ar_y"], out["ar_en"] = _allreduce_curve(tables, t)
-    ag_x, ag_y = _nccl_curve(tables, "all_gather", num_gpus, where)
-    rs_x, rs_y = _nccl_curve(tables, "reduce_scatter", num_gpus, where)
+    out["ar_x"], out["ar_y"], out["ar_en"] = _allreduce_curve(tables, t, node)
+    ag_x, ag_y = _nccl_curve(tables, "all_gather", num_gpus, where, node)
+    rs_x, rs_y = _nccl_curve(tables, "reduce_scatter", num_gpus, where, node)
     if backend == "vllm":
-        mx, my, _en = _allreduce_curve(tables, num_gpus)
+        mx, my, _en = _allreduce_curve(tables, num_gpus, node)
         ag_x, ag_y = summed_curve(ag_x, ag_y, mx * adp, my)
         rs_x, rs_y = summed_curve(rs_x, rs_y, mx * adp, my)
     out.update(ag_x=ag_x, ag_y=ag_y, rs_x=rs_x, rs_y=rs_y)

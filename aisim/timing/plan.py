@@ -542,13 +542,29 @@ def _power(c: dict[str, np.ndarray], idx: np.ndarray) -> list[float]:
 # ------------------------------------------------------------------------------- allreduce
 
 
-def _allreduce_curve(tables: Tables, tp: int) -> tuple[np.ndarray, np.ndarray]:
+def _allreduce_curve(tables: Tables, tp: int, node: dict | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The custom-allreduce curve at `tp` GPUs; with `node`, a group larger than every
+    measured one is the largest measured curve scaled (aisim.timing.multinode)."""
     if "custom_allreduce" not in tables:
         raise OpTableError("ar_1", "table", "the op-time table has no custom_allreduce family")
     c = ordered_rows(tables["custom_allreduce"])
-    mask = (c["allreduce_dtype"] == "bfloat16") & (c["num_gpus"] == tp)
+    mask = c["allreduce_dtype"] == "bfloat16"
     ks = c["kernel_source"]
     mask &= np.array(["eager" not in str(s).lower() for s in ks], bool)
+    factor = 1.0
+    if node is not None:
+        from aisim.timing.multinode import group_scale, measured_groups
+
+        groups = measured_groups(c["num_gpus"], mask)
+        if groups and tp > groups[-1]:
+            factor = group_scale(tp, groups[-1], node)
+            tp = groups[-1]
+    if factor != 1.0:
+        from aisim.timing.multinode import scaled
+
+        return scaled(_allreduce_curve(tables, tp), factor)
+    mask &= c["num_gpus"] == tp
     idx = np.nonzero(mask)[0]
     if idx.size == 0:
         raise OpTableError("ar_1", f"allreduce_dtype=bfloat16 num_gpus={tp}",

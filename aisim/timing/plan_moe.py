@@ -51,7 +51,6 @@ ATTENTION_MODULES = {
                     "deepseek-ai/DeepSeek-V3"),
 }
 MOE_DISTRIBUTION = "power_law_1.01"   # DeepSeek family (timing.md 2.5)
-NCCL_MAX_GPUS = 8
 
 
 def is_moe_model(model: ModelArch) -> bool:
@@ -172,7 +171,7 @@ def build_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backend: s
     moe_x, moe_y, moe_en, moe_par = _moe_slice(tables, moe_dtype, MOE_DISTRIBUTION, model,
                                                moe_tensor, moe_expert, adp, flops_of, mem_bw,
                                                where)
-    comm = _dispatch_curves(tables, t, adp, num_gpus, where, backend)
+    comm = _dispatch_curves(tables, t, adp, num_gpus, where, backend, node)
 
     consts = np.zeros(KP.NUM_CONSTS, np.float64)
     consts[KP.C_MODE] = MODES[mode]
@@ -360,7 +359,7 @@ def _build_gqa_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backe
     moe_x, moe_y, moe_en, moe_par = _moe_slice(tables, gemm_dtype, QWEN_MOE_DISTRIBUTION, model,
                                                moe_tensor, moe_expert, adp, flops_of, mem_bw,
                                                where)
-    comm = _dispatch_curves(tables, t, adp, num_gpus, where, backend)
+    comm = _dispatch_curves(tables, t, adp, num_gpus, where, backend, system["node"])
     consts = d0.consts.copy()
     consts[KP.C_NCCL_GPUS] = num_gpus
     # under attention TP x DP the dispatch allreduce is folded into the NCCL curves
@@ -413,26 +412,23 @@ def _build_gqa_moe_plan(model: ModelArch, tables: Tables, system: dict, *, backe
 
 
 def _dispatch_curves(tables: Tables, t: int, adp: int, num_gpus: int, where: str,
-                     backend: str) -> dict[str, np.ndarray]:
+                     backend: str, node: dict) -> dict[str, np.ndarray]:
     """Curves of the vLLM MoE dispatch / combine (custom allreduce when attention-TP > 1 over
     the whole MoE group, NCCL all_gather / reduce_scatter when attention-DP > 1; both together:
-    aisim.timing.dispatch_tpdp)."""
+    aisim.timing.dispatch_tpdp). Groups beyond the measured sizes (more than one node) read
+    the largest measured curves, scaled (aisim.timing.multinode)."""
     from aisim.timing.dispatch_tpdp import tp_dp_dispatch_curves
     from aisim.timing.plan import _allreduce_curve
 
-    if num_gpus > NCCL_MAX_GPUS:
-        raise NotAvailableError(
-            f"op-level timing for {where}: MoE dispatch over {num_gpus} GPUs spans nodes; only "
-            f"up to {NCCL_MAX_GPUS} GPUs (one node) are priced so far")
     if t > 1 and adp > 1:
-        return tp_dp_dispatch_curves(tables, backend, t, adp, num_gpus, where)
+        return tp_dp_dispatch_curves(tables, backend, t, adp, num_gpus, where, node)
     out = {"ar_x": np.ones(1), "ar_y": np.ones(1), "ar_en": np.zeros(1), "ag_x": np.ones(1),
            "ag_y": np.ones(1), "rs_x": np.ones(1), "rs_y": np.ones(1)}
     if t > 1:
-        out["ar_x"], out["ar_y"], out["ar_en"] = _allreduce_curve(tables, num_gpus)
+        out["ar_x"], out["ar_y"], out["ar_en"] = _allreduce_curve(tables, num_gpus, node)
     if adp > 1:
-        out["ag_x"], out["ag_y"] = _nccl_curve(tables, "all_gather", num_gpus, where)
-        out["rs_x"], out["rs_y"] = _nccl_curve(tables, "reduce_scatter", num_gpus, where)
+        out["ag_x"], out["ag_y"] = _nccl_curve(tables, "all_gather", num_gpus, where, node)
+        out["rs_x"], out["rs_y"] = _nccl_curve(tables, "reduce_scatter", num_gpus, where, node)
     return out
 
 
@@ -616,14 +612,24 @@ def _moe_curve(tables: Tables, dtype: str, distribution: str, model: ModelArch, 
             np.asarray([first[x][1] for x in xs], np.float64))
 
 
-def _nccl_curve(tables: Tables, collective: str, num_gpus: int, where: str):
+def _nccl_curve(tables: Tables, collective: str, num_gpus: int, where: str,
+                node: dict | None = None):
+    """The NCCL `collective` curve at `num_gpus`; with `node`, a group larger than every
+    measured one is the largest measured curve scaled (aisim.timing.multinode)."""
     slice_text = f"nccl op_name={collective} nccl_dtype=half num_gpus={num_gpus}"
     if "nccl" not in tables:
         raise OpTableError("moe_pre_dispatch", slice_text,
                            f"the op-time table has no nccl family ({where})")
     c = ordered_rows(tables["nccl"])
-    mask = ((c["op_name"] == collective) & (c["nccl_dtype"] == "half")
-            & (c["num_gpus"] == num_gpus))
+    mask = (c["op_name"] == collective) & (c["nccl_dtype"] == "half")
+    if node is not None:
+        from aisim.timing.multinode import group_scale, measured_groups, scaled
+
+        groups = measured_groups(c["num_gpus"], mask)
+        if groups and num_gpus > groups[-1]:
+            return scaled(_nccl_curve(tables, collective, groups[-1], where),
+                          group_scale(num_gpus, groups[-1], node))
+    mask &= c["num_gpus"] == num_gpus
     idx = np.nonzero(mask)[0]
     if idx.size == 0:
         raise OpTableError("moe_pre_dispatch", slice_text, f"NCCL perf data missing for {where}")

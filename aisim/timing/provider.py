@@ -99,8 +99,8 @@ def _cache_path(model, args: dict) -> Path:
     manifest = resources.files("aisim.data") / "optables" / "b200_sxm" / "manifest.json"
     digest.update(manifest.read_bytes())
     here = Path(__file__).parent
-    for name in ("plan.py", "plan_moe.py", "plan_mla.py", "dispatch_tpdp.py", "tables.py",
-                 "provider.py"):
+    for name in ("plan.py", "plan_moe.py", "plan_mla.py", "dispatch_tpdp.py", "multinode.py",
+                 "tables.py", "provider.py"):
         digest.update((here / name).read_bytes())
     base = os.environ.get("AISIM_PLAN_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aisim", "plans")
