@@ -217,7 +217,7 @@ def build_dense_plan(model: ModelArch, tables: Tables, system: dict, *, backend:
                                    kv_cache_dtype, n_heads, n_kv, d, ctx_par)
         gen_nest = _attention_nest(tables, "generation_attention", backend, fmha_dtype,
                                    kv_cache_dtype, n_heads, n_kv, d, gen_par)
-        ar_x, ar_y, ar_en = (_allreduce_curve(tables, t) if t > 1
+        ar_x, ar_y, ar_en = (_allreduce_curve(tables, t, system["node"]) if t > 1
                              else (np.ones(1), np.ones(1), np.zeros(1)))
     else:
         ctx_nest = gen_nest = _empty_nest()

@@ -1,0 +1,146 @@
+"""MoE groups over more than 8 GPUs (beyond one b200 node), per op, against AISimulate 0.13.
+
+Golden figures: tests/golden_optable/moe_multinode.json, AISimulate's own per-op evaluation
+(`static_phase_diagnostics`, run outside the repo) for DeepSeek-V3 (vLLM TP8 x DP2, DP16,
+DP32, TP16; TRT-LLM TP8 x DP2), DeepSeek-R1 TRT-LLM TP4 x DP4, DeepSeek-V3.2 DP16 (vLLM,
+TRT-LLM) and Qwen3 MoE (235B vLLM DP16, TRT-LLM TP16; 30B TRT-LLM TP2 x DP8, vLLM TP4 x DP4):
+prefills with and without a cached prefix, one far beyond the curves (8 x 16384), decodes up
+to batch 512. Latency through `aisim estimate` (the CLI), energy through the energy pricer;
+1e-9 relative. The rule itself: aisim/timing/multinode.py.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from aisim.cli import main
+from aisim.timing.multinode import group_scale
+
+HERE = Path(__file__).parent
+GOLDEN = json.loads((HERE / "golden_optable" / "moe_multinode.json").read_text())
+REL = 1e-9
+VERSIONS = {"vllm": "0.24.0", "trtllm": "1.3.0rc20"}
+
+CONFIG = """\
+traffic:
+  source: {{type: synthetic, input_tokens: 1024, output_tokens: 8}}
+  load: {{type: concurrency, concurrency: 8}}
+  stop: {{requests: 8}}
+engine:
+  mode: aggregated
+  model: {model}
+  hardware: b200_sxm
+  backend: {backend}
+  backend_version: "{version}"
+  estimation_mode: op_level
+  database_mode: SILICON
+  fallback_policy: deny
+  enable_shared_layer: true
+  workers:
+    aggregated:
+      parallelism: {{replicas: 1, tensor: {tensor}, pipeline: 1, attention_data: {attention_data},
+                    moe_tensor: {moe_tensor}, moe_expert: {moe_expert}}}
+      scheduler: {{max_batched_tokens: 8192, max_sequences: 256}}
+      kv_cache: {{block_size: 64, prefix_caching: true, capacity: {{type: fixed, blocks: 16384}}}}
+      timing: {{type: default}}
+"""
+
+
+def _name(d: dict) -> str:
+    return (
+        f"{d['model'].split('/')[1]}-{d['backend']}-tp{d['tensor']}-dp{d['attention_data']}"
+        f"-mtp{d['moe_tensor']}-ep{d['moe_expert']}"
+    )
+
+
+DEPLOYMENTS = {_name(d): d for d in GOLDEN["deployments"]}
+
+
+@cache
+def _config_path(name: str) -> str:
+    d = DEPLOYMENTS[name]
+    path = Path(tempfile.mkdtemp(prefix="aisim-multinode-")) / "cfg.yaml"
+    path.write_text(CONFIG.format(version=VERSIONS[d["backend"]], **d))
+    return str(path)
+
+
+@cache
+def _estimate(name: str, kind: str) -> tuple:
+    shapes = sorted(DEPLOYMENTS[name][kind])
+    args = [a for s in shapes for a in (f"--{kind}", s)]
+    res = CliRunner().invoke(
+        main, ["estimate", "-c", _config_path(name), *args, "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    passes = [p for p in json.loads(res.stdout)["passes"] if p["kind"] == kind]
+    return tuple(zip(shapes, passes, strict=True))
+
+
+def _close(got: float, ref: float) -> bool:
+    return abs(got - ref) <= REL * max(abs(ref), 1e-12)
+
+
+@pytest.mark.golden
+@pytest.mark.parametrize("kind", ["prefill", "decode"])
+@pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
+def test_per_op_latency(name: str, kind: str) -> None:
+    bad = []
+    for shape, got in _estimate(name, kind):
+        ref = DEPLOYMENTS[name][kind][shape]
+        ours = {op["op"]: op["ms"] for op in got["ops"]}
+        assert set(ours) == set(ref), (shape, sorted(set(ours) ^ set(ref)))
+        bad += [
+            f"{shape} {op}: {ours[op]} vs {ms}"
+            for op, (ms, _e) in ref.items()
+            if not _close(ours[op], ms)
+        ]
+        total = sum(ms for ms, _e in ref.values())
+        if not _close(got["total_ms"], total):
+            bad.append(f"{shape} total: {got['total_ms']} vs {total}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.golden
+@pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
+def test_per_op_energy(name: str) -> None:
+    from aisim.config.load import load_config
+    from aisim.engine.spec import resolve
+    from aisim.timing.energy import EnergyPricer
+    from aisim.timing.provider import plan_for
+
+    pricer = EnergyPricer(plan_for(resolve(load_config(_config_path(name))), "test"))
+    names = pricer.plan.op_names
+    bad = []
+    for kind in ("prefill", "decode"):
+        for shape, ref in DEPLOYMENTS[name][kind].items():
+            b, rest = shape.split("x")
+            if kind == "prefill":
+                new, _, prefix = rest.partition("+")
+                pricer.prefill(int(b), int(new) + int(prefix or 0), int(prefix or 0))
+            else:
+                pricer.decode(int(b), int(rest))
+            for op, (_ms, energy) in ref.items():
+                got = float(pricer.energy_wms[names.index(op)])
+                if not _close(got, energy):
+                    bad.append(f"{kind} {shape} {op}: {got} vs {energy}")
+    assert not bad, "\n".join(bad)
+
+
+NODE = {"num_gpus_per_node": 8, "intra_node_bw": 900e9, "inter_node_bw": 50e9}
+
+
+def test_group_scale() -> None:
+    """Measured sizes keep their curve; beyond one node the ring growth times the bandwidth
+    ratio (intra / inter = 18 on b200_sxm)."""
+    assert group_scale(8, 8, NODE) == 1.0
+    assert group_scale(4, 8, NODE) == 1.0
+    assert group_scale(16, 8, NODE) == pytest.approx(15 / 7 * 8 / 16 * 18, rel=1e-15)
+    assert group_scale(32, 8, NODE) == pytest.approx(31 / 7 * 8 / 32 * 18, rel=1e-15)
+    # measured beyond one node already: no bandwidth step, ring growth only
+    assert group_scale(32, 16, NODE) == pytest.approx(31 / 15 * 16 / 32, rel=1e-15)
