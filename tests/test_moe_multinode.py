@@ -144,3 +144,48 @@ def test_group_scale() -> None:
     assert group_scale(32, 8, NODE) == pytest.approx(31 / 7 * 8 / 32 * 18, rel=1e-15)
     # measured beyond one node already: no bandwidth step, ring growth only
     assert group_scale(32, 16, NODE) == pytest.approx(31 / 15 * 16 / 32, rel=1e-15)
+
+
+SHARED = "  enable_shared_layer: true\n"
+MOE_OVERRIDE = CONFIG.replace(SHARED, SHARED + "{extra}")
+
+
+@pytest.mark.parametrize(
+    ("model", "extra", "needle"),
+    [
+        # a dense model: AISimulate refuses EPLB / wide-EP slots ("require an MoE model")
+        ("Qwen/Qwen3-32B", "  enable_eplb: true\n", "engine.enable_eplb: expert load balancing"),
+        ("Qwen/Qwen3-32B", "  wideep_num_slots: 64\n", "engine.wideep_num_slots: wide-EP"),
+        # DeepEP / MegaMoE: AISimulate takes moe_backend with backend sglang only
+        ("deepseek-ai/DeepSeek-V3", "  moe_backend: deepep_moe\n", "sglang only"),
+    ],
+)
+def test_moe_controls_refused_in_one_line(tmp_path: Path, model: str, extra: str,
+                                          needle: str) -> None:
+    cfg = tmp_path / "bad.yaml"
+    moe = model.startswith("deepseek")
+    cfg.write_text(MOE_OVERRIDE.format(
+        extra=extra, model=model, backend="vllm", version="0.24.0", tensor=1 if moe else 4,
+        attention_data=8 if moe else 1, moe_tensor=1, moe_expert=8 if moe else 1))
+    res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
+    assert res.exit_code == 2, res.output
+    text = res.output.strip()
+    assert needle in text and "Traceback" not in text and len(text.splitlines()) == 1, text
+
+
+@pytest.mark.golden
+def test_eplb_and_slots_price_as_without(tmp_path: Path) -> None:
+    """enable_eplb / wideep_num_slots on an MoE model: same per-op figures (AISimulate 0.13)."""
+    name = "DeepSeek-V3-vllm-tp8-dp2-mtp1-ep16"
+    d = DEPLOYMENTS[name]
+    cfg = tmp_path / "eplb.yaml"
+    cfg.write_text(MOE_OVERRIDE.format(
+        extra="  enable_eplb: true\n  wideep_num_slots: 288\n", version=VERSIONS[d["backend"]],
+        **{k: d[k] for k in ("model", "backend", "tensor", "attention_data", "moe_tensor",
+                             "moe_expert")}))
+    shapes = sorted(d["decode"])
+    args = [a for s in shapes for a in ("--decode", s)]
+    res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), *args, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    passes = json.loads(res.stdout)["passes"]
+    assert [p["total_ms"] for p in passes] == [p["total_ms"] for _s, p in _estimate(name, "decode")]

@@ -26,7 +26,9 @@ NOT_YET_AVAILABLE = frozenset(
         "sglang",
         "fpm_estimation",  # estimation modes other than auto / op_level
         "database_mode",  # HYBRID / EMPIRICAL / SOL
-        "timing_identity",  # quantization / kernel-backend overrides, EPLB, wide-EP
+        "timing_identity",  # quantization / kernel-backend overrides
+        "moe_controls_dense",  # enable_eplb / wideep_num_slots on a dense model
+        "moe_backend",  # DeepEP / MegaMoE MoE backend (SGLang only in AISimulate 0.13)
         "estimator_options",  # estimator_config, transfer_policy, systems paths, fpm_profile
         "trace_format",  # trace formats other than mooncake / mooncake-delta
         "session_source",
@@ -42,9 +44,25 @@ NOT_YET_AVAILABLE = frozenset(
 _NOTE = "is not available yet in aisim"
 
 _FIXES = {
+    "moe_controls_dense": "AISimulate refuses it too (EPLB and wide-EP slots need an MoE "
+                          "model); remove it",
+    "moe_backend": "AISimulate 0.13 takes it with backend sglang only",
     "default_capacity": "set capacity: {type: fixed, blocks: N}",
     "op_level_timing": "it comes with the op-time table",
 }
+
+
+def _is_moe(cfg: Config) -> bool:
+    """Whether engine.model has routed experts (True when it cannot be read: resolve says why)."""
+    from pathlib import Path
+
+    from aisim.models import load_model
+
+    base = Path(cfg.source_path).parent if getattr(cfg, "source_path", None) else None
+    try:
+        return load_model(cfg.engine.model, base_dir=base).num_experts > 0
+    except Exception:  # an unreadable model is reported by resolve
+        return True
 
 
 def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
@@ -74,13 +92,20 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         yield "tokenization", "engine.tokenization", "the tokenization delay model"
     for key in (
         "gemm_quant_mode", "moe_quant_mode", "kvcache_quant_mode", "fmha_quant_mode",
-        "comm_quant_mode", "attention_backend", "moe_backend", "moe_kernel_source",
-        "wideep_num_slots",
+        "comm_quant_mode", "attention_backend", "moe_kernel_source",
     ):  # fmt: skip
         if getattr(eng, key) is not None:
             yield "timing_identity", f"engine.{key}", f"a {key} override"
-    if eng.enable_eplb:
-        yield "timing_identity", "engine.enable_eplb", "expert load balancing"
+    if eng.moe_backend is not None:
+        # AISimulate 0.13 takes a moe_backend override (deepep_moe / megamoe) on SGLang only
+        what = f"moe_backend {eng.moe_backend!r} (DeepEP / MegaMoE)"
+        yield "moe_backend", "engine.moe_backend", what
+    # EPLB and wide-EP slots: AISimulate 0.13 accepts them on vLLM / TRT-LLM MoE models and
+    # prices exactly as without them (NOTES.md, issue 6 session 6); a dense model is refused
+    for key, what in (("enable_eplb", "expert load balancing"),
+                      ("wideep_num_slots", "wide-EP expert slots")):
+        if getattr(eng, key) not in (None, False) and not _is_moe(cfg):
+            yield "moe_controls_dense", f"engine.{key}", f"{what} on a model without experts"
     for key in ("transfer_policy", "systems_paths", "systems_path", "fpm_profile"):
         if getattr(eng, key) is not None:
             yield "estimator_options", f"engine.{key}", f"custom performance data ({key})"
