@@ -23,10 +23,12 @@ pytestmark = pytest.mark.golden
 # preemption is not fully pinned down yet (see NOTES.md).
 RTOL = {"polynomial-kv-pressure": 2e-9}
 # Fields not modelled yet: AISimulate reports `kv_cache_precision` ({dtype, source} per pool)
-# when the KV pool is sized from the memory model of a MoE worker; aisim does not emit it yet.
+# when the KV pool is sized from the memory model (some deployments); aisim does not emit it yet.
 NOT_MODELLED: dict[str, set[str]] = {
     "dsv3-vllm-tp8-dp2-kv-capacity": {"kv_cache_precision"},
     "qwen3-235b-a22b-trtllm-tp16-kv-capacity": {"kv_cache_precision"},
+    "dense-vllm-tp16-kv-capacity": {"kv_cache_precision"},
+    "dense-trtllm-tp16": {"kv_cache_precision"},
 }
 # Scenarios whose behaviour is not reconstructed yet (see the folder's meta.json note).
 KNOWN_DEVIATIONS: set[str] = set()
