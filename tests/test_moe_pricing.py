@@ -136,18 +136,20 @@ def test_missing_slice_is_named(tmp_path: Path) -> None:
 
 
 def test_unsupported_combination_is_named(tmp_path: Path) -> None:
-    """A MoE group of 16 GPUs (TP8 x DP2) spans two nodes: AISimulate prices it, aisim names
-    the gap in one line."""
+    """A MoE group of 12 GPUs (attention_data 12 x moe_expert 12, across two nodes): the data
+    has no moe_ep 12 slice (AISimulate fails on the same MoeKey); aisim names it in one line.
+    (16-GPU groups are priced: tests/test_moe_multinode.py.)"""
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(CONFIG.replace("backend: vllm", "backend: trtllm").replace(
         'backend_version: "0.24.0"', 'backend_version: "1.3.0rc20"').replace(
         "deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-R1").replace(
-        "tensor: 1, pipeline: 1, attention_data: 8", "tensor: 8, pipeline: 1, attention_data: 2"
-    ).replace("moe_expert: 8", "moe_expert: 16"))
+        "tensor: 1, pipeline: 1, attention_data: 8", "tensor: 1, pipeline: 1, attention_data: 12"
+    ).replace("moe_expert: 8", "moe_expert: 12"))
     res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
     assert res.exit_code == 2
     text = res.output.strip()
-    assert "16 GPUs spans nodes" in text and "Traceback" not in text, text
+    assert "moe_ep=12" in text and "MoE perf data missing" in text, text
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
     assert len(text.splitlines()) == 1
 
 
