@@ -94,3 +94,17 @@ def test_kernels_compile_for_a_generic_cpu():
         pytest.skip("NUMBA_CPU_NAME set by the user")
     assert numba.config.CPU_NAME == _jit.PREBUILT_CPU
     assert numba.config.CPU_FEATURES == ""
+
+
+def test_shipped_archive_matches_these_kernel_sources():
+    """After editing kernels/*.py, rebuild the archive (python bench/build_prebuilt.py): a stale
+    one is ignored, and a fresh install then compiles for minutes instead of loading."""
+    assert _jit.PREBUILT.is_file(), "kernels/prebuilt.tar.gz is missing"
+    with tarfile.open(_jit.PREBUILT) as archive:
+        manifest = json.load(archive.extractfile("MANIFEST.json"))
+        names = archive.getnames()
+    assert manifest == _jit.prebuilt_manifest(_jit.kernel_digest()), (
+        "kernels/prebuilt.tar.gz was built from other kernel sources: "
+        "run python bench/build_prebuilt.py")
+    assert any(n.startswith("loop.run_aggregated") for n in names)
+    assert any(n.startswith("loop_pd.run_disaggregated") for n in names)
