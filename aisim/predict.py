@@ -103,6 +103,7 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
         prediction["power_diagnostics"] = diagnostics
     else:
         prediction["prediction_provenance"] = {spec.role: dict(_PROVENANCE[spec.timing])}
+    prediction.update(kv_precision_field((spec,)))
     wall_ms = (time.perf_counter() - t0) * 1000.0
     wall_s = max(wall_ms / 1000.0, 1e-9)
     prediction["wall_time_ms"] = wall_ms
@@ -151,6 +152,14 @@ def _shared_plan_and_memo(memos: dict, spec, source_path):
     return plan, shared[plan_hash]
 
 
+def kv_precision_field(specs) -> dict:
+    """AISimulate reports the KV dtype of every role whose pool the memory model sized
+    (capacity {type: default}), and nothing when every capacity is fixed."""
+    roles = {spec.role: {"dtype": spec.kv_precision, "source": "aisimulate_policy"}
+             for spec in specs if spec.kv_precision is not None}
+    return {"kv_cache_precision": roles} if roles else {}
+
+
 def _freeze_loaded_objects() -> None:
     """Keep the ~1 M objects numba and the loaded kernels leave on the heap out of Python's
     cyclic garbage collector: a full collection walks them all (~50 ms), and one that happened
@@ -189,6 +198,7 @@ def _run_pd_prediction(cfg, digest: str, capture: bool) -> Prediction:
         else:
             provenance_by_role[role] = dict(_PROVENANCE[spec.timing])
     prediction["prediction_provenance"] = provenance_by_role
+    prediction.update(kv_precision_field((pdspec.prefill, pdspec.decode)))
     if all(plan is not None for plan in plans):
         # the prefill role's provider prices prefill phases, the decode role's decode phases
         plan_p, plan_d = plans

@@ -16,8 +16,21 @@ SKETCH = ("_itl_ms", "_output_token_throughput_per_user")
 PCT = ("median_", "p75_", "p90_", "p95_", "p99_")
 
 
+def _flat(d: dict, prefix: str = "") -> dict:
+    """Nested fields as dotted keys (kv_cache_precision.decode.dtype), as parity.py reads them."""
+    out = {}
+    for k, v in d.items():
+        key = prefix + k
+        if isinstance(v, dict) and not key.startswith(SKIP_PREFIX):
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
 def mismatches(got: dict, ref: dict, rtol: float = 1e-9) -> list[str]:
     bad = []
+    got, ref = _flat(got), _flat(ref)
     for key, rv in ref.items():
         if key in HOST or key.startswith(SKIP_PREFIX):
             continue

@@ -22,14 +22,6 @@ pytestmark = pytest.mark.golden
 # (about 1 ns on a few preemption passes); the polynomial decode-utilisation input under
 # preemption is not fully pinned down yet (see NOTES.md).
 RTOL = {"polynomial-kv-pressure": 2e-9}
-# Fields not modelled yet: AISimulate reports `kv_cache_precision` ({dtype, source} per pool)
-# when the KV pool is sized from the memory model (some deployments); aisim does not emit it yet.
-NOT_MODELLED: dict[str, set[str]] = {
-    "dsv3-vllm-tp8-dp2-kv-capacity": {"kv_cache_precision"},
-    "qwen3-235b-a22b-trtllm-tp16-kv-capacity": {"kv_cache_precision"},
-    "dense-vllm-tp16-kv-capacity": {"kv_cache_precision"},
-    "dense-trtllm-tp16": {"kv_cache_precision"},
-}
 # Scenarios whose behaviour is not reconstructed yet (see the folder's meta.json note).
 KNOWN_DEVIATIONS: set[str] = set()
 
@@ -44,7 +36,6 @@ def test_prediction_matches_aisimulate(name: str) -> None:
     capture = (folder / "requests.jsonl").exists()
     pred = run_prediction(str(folder / "config.yaml"), capture=capture)
     assert (pred.prediction["completed_requests"] > 0) == (meta["exit_code"] == 0)
-    ref = {k: v for k, v in ref.items() if k not in NOT_MODELLED.get(name, ())}
     bad = mismatches(pred.prediction, ref, rtol=RTOL.get(name, 1e-9))
     assert not bad, "\n".join(bad[:10])
     # the energy report, field by field (parity_rule skips it like shared/tools/parity.py)

@@ -87,6 +87,7 @@ class EngineSpec:
     moe_tensor: int = 1   # MoE parallelism (op-level pricing of MoE models)
     moe_expert: int = 1
     enable_shared_layer: bool | None = None   # False: primary table source only
+    kv_precision: str | None = None  # capacity default: the KV dtype the memory model sized for
 
     @property
     def num_ranks(self) -> int:
@@ -155,8 +156,11 @@ def resolve_role(cfg, role: str) -> EngineSpec:
     kvc = worker.kv_cache
     block_size = kvc.block_size
     cap_path = f"{cfg.source_path}: {wpath}.kv_cache.capacity"
+    kv_precision = None
     if getattr(kvc.capacity, "TYPE", "fixed") == "default":
-        num_blocks = _blocks_from_memory(cfg, worker, model, cap_path)
+        breakdown = memory_breakdown(cfg, worker, model, cap_path)
+        num_blocks = int(breakdown.blocks)
+        kv_precision = breakdown.kv_quant_mode
     else:
         num_blocks = _fixed_blocks(cfg, kvc, model, par.tensor, f"{wpath}.kv_cache.capacity")
     if eng.context_length == "max":
@@ -208,6 +212,7 @@ def resolve_role(cfg, role: str) -> EngineSpec:
         **_trace_fields(cfg),
         nextn=eng.nextn,
         nextn_accepted=eng.nextn_accepted,
+        kv_precision=kv_precision,
     )
     if spec.trace_path is None:
         _check_can_finish(cfg, spec)  # traces check each request once loaded (traffic_trace)
@@ -236,15 +241,10 @@ def gpu_system(hardware: str = "b200_sxm") -> dict:
     return json.loads(path.read_text())
 
 
-def _blocks_from_memory(cfg, worker, model: ModelArch, where: str) -> int:
-    """capacity {type: default}: AISimulate's GPU memory model (aisim/memory.py). It applies
-    whatever the timing type (fixed and polynomial runs use the same block count)."""
-    return int(memory_breakdown(cfg, worker, model, where).blocks)
-
-
 def memory_breakdown(cfg, worker, model: ModelArch, where: str, strict: bool = True):
     """Every term of the memory model for one worker role (a fixed capacity is shown with the
-    default memory fraction, so `aisim estimate --detail memory` works for any config)."""
+    default memory fraction, so `aisim estimate --detail memory` works for any config).
+    capacity {type: default} takes its block count from here, whatever the timing type."""
     from aisim.memory import kv_blocks_from_memory
 
     eng = cfg.engine
