@@ -53,17 +53,27 @@ def block_key(req, pfx_hash, i, j, rank):
 
 
 @helper
+def index(i):
+    """A request, slot or block index known to be >= 0, as an unsigned number: numba indexes
+    arrays with Python semantics, so every access with a signed index tests for a negative one
+    and loads the array's length (a spilled stack slot inside the event loop); an unsigned
+    index skips that (mtp-vllm's loop: 136 -> 122 ms). uint32, because mixing it with int64
+    stays int64 (uint64 would promote to float64)."""
+    return np.uint32(i)
+
+
+@helper
 def map_find(blocks, key):
     keys = blocks.map_keys
     mask = np.uint64(keys.shape[0] - 1)
-    pos = np.int64(key & mask)
+    pos = key & mask  # unsigned: no negative-index test per probe
     while True:
         k = keys[pos]
         if k == key:
             return blocks.map_vals[pos]
         if k == _EMPTY:
             return -1
-        pos = (pos + 1) & np.int64(mask)
+        pos = (pos + np.uint64(1)) & mask
 
 
 @helper
@@ -258,7 +268,7 @@ def release_slot(ranks, blocks, r, slot, num_blocks):
     """Drop a request's references tail-first; cached blocks become evictable (LRU tail)."""
     n = blocks.slot_nblk[slot]
     for jj in range(n - 1, -1, -1):
-        b = blocks.slot_blocks[slot, jj]
+        b = index(blocks.slot_blocks[slot, jj])
         blocks.slot_blocks[slot, jj] = -1
         blocks.ref[b] -= 1
         if blocks.ref[b] == 0:

@@ -211,7 +211,7 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
     while i < ranks.act_len[r]:
         if budget == 0:
             break
-        q = act_list[r, i]
+        q = kv.index(act_list[r, i])
         while d < n_due and seq[ranks.due_list[r, d]] < seq[q]:
             run_due_event(p, req, ranks, blocks, pfx_hash, r, x, ranks.due_list[r, d])
             d += 1
@@ -234,7 +234,7 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
                     req.draft_slots[q] = 1 + p.nextn  # TRT-LLM: drafts are not budgeted
             elif p.backend == Backend.TRTLLM and c + n == prompt and g == 0:
                 req.draft_slots[q] = 1 + p.nextn  # TRT-LLM drafts from the prefill pass on
-        slot = slots[q]
+        slot = kv.index(slots[q])
         # divisions are slow and a decode crosses a block boundary once per block_size steps
         if c + n > slot_nblk[slot] * bs:
             target = ceil_div(c + n, bs)
@@ -760,7 +760,7 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
     kept = 0
     n_act = ranks.act_len[r]
     for k in range(n_act):
-        q = act_list[r, k]
+        q = kv.index(act_list[r, k])
         n = sched_tokens[q]
         sched_tokens[q] = 0
         g = num_generated[q]
@@ -828,7 +828,7 @@ def retire_finished(p, req, ranks, blocks, stats, r, t_ms):
     kept = 0
     n_run = ranks.run_len[r]
     for k in range(n_run):
-        q = run_list[r, k]
+        q = kv.index(run_list[r, k])
         if req.finishing[q]:
             req.finishing[q] = False
             if p.role == Role.PREFILL:
