@@ -45,8 +45,10 @@ def _env(cache: str) -> dict:
 def _compile_all(cache: str, workloads: Path | None, run_tests: bool) -> None:
     env = _env(cache)
     if run_tests:
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"],
-                       cwd=REPO, env=env, check=True)
+        # the archive being built is stale by definition until this run ends
+        stale = "tests/test_prebuilt.py::test_shipped_archive_matches_these_kernel_sources"
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                        "--deselect", stale], cwd=REPO, env=env, check=True)
     if workloads is not None:
         out = tempfile.mkdtemp()
         for config in sorted(workloads.glob("*.yaml")):
@@ -82,10 +84,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=Path, default=REPO.parent / "shared" / "workloads")
     parser.add_argument("--skip-tests", action="store_true")
+    parser.add_argument("--cache", help="compile into (and reuse) this cache folder instead of "
+                        "a new empty one, e.g. to resume a build that stopped")
     args = parser.parse_args()
     workloads = args.workloads if args.workloads.is_dir() else None
     manifest = _kernel_digest()
-    cache = tempfile.mkdtemp(prefix="aisim-prebuild-")
+    cache = args.cache or tempfile.mkdtemp(prefix="aisim-prebuild-")
     _compile_all(cache, workloads, not args.skip_tests)
     if _kernel_digest() != manifest:
         raise SystemExit("kernel sources changed while compiling; rerun")
