@@ -402,7 +402,7 @@ def allocate_mtp(nextn: int, accepted: float | None, n_ranks: int) -> MtpState:
         thresholds[i], always[i] = rng.bernoulli_threshold(rate)
     streams = np.zeros((n_ranks, rng.STATE_WORDS), np.uint32)
     for r in range(n_ranks):
-        rng.seed_from_u64(streams[r], np.uint64(42 + r))
+        streams[r] = rng.new_stream(42 + r)
     return MtpState(thresholds, always, streams, np.zeros((n_ranks, MTP_SHAPE_COLUMNS), np.int64))
 
 

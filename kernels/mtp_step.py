@@ -15,6 +15,7 @@ each member walks the first s - 1 acceptance rates on its rank's ChaCha12 stream
 1 + accepted tokens, clipped to the remaining output.
 """
 
+import numpy as np
 from numba import types
 from numba.extending import overload
 
@@ -49,11 +50,15 @@ def burst_tokens(mtp, r, slots):
     """
     k = 1
     st = mtp.rng[r]
-    for i in range(slots - 1):
-        if rng.random_bool(st, mtp.thresholds[i], mtp.always[i]):
-            k += 1
-        else:
-            break
+    last = slots - 2
+    for i in range(last):
+        if not rng.random_bool(st, mtp.thresholds[i], mtp.always[i]):
+            return k
+        k += 1
+    if last >= 0:
+        # the last draft ends the walk either way: adding its outcome as a number keeps a coin
+        # flip out of the sweep's branches (at rate 0.5 one is mispredicted every other pass)
+        k += np.int64(rng.random_bool(st, mtp.thresholds[last], mtp.always[last]))
     return k
 
 
@@ -61,10 +66,16 @@ def burst_tokens(mtp, r, slots):
 def in_decode_set(req, q):
     """After scheduling: q has computed its whole known sequence and either drafts this pass
     (a decoder, or on TRT-LLM a request completing its prompt) or completes a recompute."""
-    if req.draft_slots[q] > 0:
-        return True
     g = req.num_generated[q]
-    return g > 0 and req.sched_tokens[q] > 0 and req.num_computed[q] == req.prompt_len[q] + g
+    return decode_member(req.draft_slots[q], g, req.sched_tokens[q], req.num_computed[q],
+                         req.prompt_len[q] + g)
+
+
+@helper
+def decode_member(draft_slots, g, n, computed, known):
+    """in_decode_set from values: drafts granted, generated g, scheduled n, computed after
+    scheduling and the known sequence length (prompt + g)."""
+    return draft_slots > 0 or (g > 0 and n > 0 and computed == known)
 
 
 # columns of MtpState.shape (one row per rank)
@@ -106,8 +117,7 @@ def shape_add_known(p, req, ranks, blocks, mtp, r, q, a, n, prompt, g, slot):
         sh[r, SHAPE_PREFILLS] += 1
         sh[r, SHAPE_ISL] += min(a + n, prompt)
         sh[r, SHAPE_PREFIX] += a
-    # in_decode_set with these values
-    if req.draft_slots[q] > 0 or (g > 0 and n > 0 and a + n == prompt + g):
+    if decode_member(req.draft_slots[q], g, n, a + n, prompt + g):
         length = prompt + g
         sh[r, SHAPE_DECODES] += 1
         sh[r, SHAPE_CTX] += length

@@ -33,16 +33,38 @@ def test_first_twelve_bursts_seed_42() -> None:
                                                                       3, 2, 2]
 
 
+# every refill width this machine can run (0 SSE2 x4, 1 AVX2 x8, 2 AVX-512 x16)
+LEVELS = tuple(range(rng.host_vector_level() + 1))
+
+
+@pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("seed", SEEDS)
-def test_u64_stream_matches_reference(seed: int) -> None:
-    state = np.zeros(rng.STATE_WORDS, np.uint32)
-    rng.seed_from_u64(state, np.uint64(seed))
+def test_u64_stream_matches_reference(seed: int, level: int) -> None:
+    state = rng.new_stream(seed, level)
     ref = StdRng(seed)
-    # an odd number of 32-bit words first puts a u64 across the 64-word buffer boundary
+    # an odd number of 32-bit words first puts a u64 across the buffer boundary (256 words)
     for k in range(3):
         assert rng.next_u32(state) == ref.next_u32(), k
-    for k in range(300):
+    for k in range(700):
         assert rng.next_u64(state) == ref.next_u64(), k
+
+
+def test_stream_levels_agree_past_many_refills() -> None:
+    """The vector widths compute the same keystream, block counter carries included."""
+    words = []
+    for level in LEVELS:
+        state = rng.new_stream(2**64 - 1, level)
+        state[rng.META] = 0xFFFFFFF8  # the 16-block refill crosses the counter's low word
+        words.append([int(rng.next_u32(state)) for _ in range(3 * rng.BUF_WORDS)])
+    assert all(w == words[0] for w in words)
+    ref = StdRng(2**64 - 1)
+    ref.counter = 0xFFFFFFF8
+    assert words[0] == [ref.next_u32() for _ in range(3 * rng.BUF_WORDS)]
+
+
+def test_host_level_is_a_known_width() -> None:
+    assert rng.host_vector_level() in (0, 1, 2)
+    assert rng.new_stream(42)[rng.LEVEL] == rng.host_vector_level()
 
 
 @pytest.mark.parametrize("rates", [[1.0, 0.5], [1.0, 0.7, 0.0], [0.5, 0.0], [0.9], [0.25, 1.0],
