@@ -1,5 +1,5 @@
 """Per-op checks of MoE deployments against AISimulate's own per-op evaluation, shared by
-tests/test_moe_tp_dp.py and tests/test_moe_multinode.py.
+tests/test_moe_tp_dp.py, tests/test_moe_multinode.py and tests/test_mla_trtllm.py.
 
 A golden file under tests/golden_optable/ lists deployments (model, backend, parallelism) with
 prefill / decode shapes and, per op, AISimulate's (ms, energy W*ms). Latency is read through
@@ -11,6 +11,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from aisim.cli import main
@@ -57,9 +58,11 @@ def _close(got: float, ref: float) -> bool:
 class PerOpGolden:
     """The deployments of one golden file, their configs, and the two checks."""
 
-    def __init__(self, golden_file: str):
+    def __init__(self, golden_file: str, backend: str | None = None):
+        """`backend` is for golden files whose deployments do not name theirs."""
         golden = json.loads((Path(__file__).parent / "golden_optable" / golden_file).read_text())
-        self.deployments = {_name(d): d for d in golden["deployments"]}
+        deployments = [{"backend": backend, **d} for d in golden["deployments"]]
+        self.deployments = {_name(d): d for d in deployments}
         self.config_path = cache(self._config_path)
         self.estimate = cache(self._estimate)
 
@@ -117,3 +120,24 @@ class PerOpGolden:
                     if not _close(got, energy):
                         bad.append(f"{kind} {shape} {op}: {got} vs {energy}")
         return bad
+
+
+def per_op_tests(golden: PerOpGolden):
+    """The per-op latency and energy tests of one golden file, for a test module to bind:
+    `test_per_op_latency, test_per_op_energy = per_op_tests(GOLDEN)`."""
+    names = sorted(golden.deployments)
+
+    @pytest.mark.golden
+    @pytest.mark.parametrize("kind", ["prefill", "decode"])
+    @pytest.mark.parametrize("name", names)
+    def test_per_op_latency(name: str, kind: str) -> None:
+        bad = golden.latency_mismatches(name, kind)
+        assert not bad, "\n".join(bad)
+
+    @pytest.mark.golden
+    @pytest.mark.parametrize("name", names)
+    def test_per_op_energy(name: str) -> None:
+        bad = golden.energy_mismatches(name)
+        assert not bad, "\n".join(bad)
+
+    return test_per_op_latency, test_per_op_energy

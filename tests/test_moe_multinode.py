@@ -19,25 +19,13 @@ from click.testing import CliRunner
 
 from aisim.cli import main
 from aisim.timing.multinode import group_scale
-from tests.moe_per_op import CONFIG, VERSIONS, PerOpGolden
+from tests.moe_per_op import CONFIG, VERSIONS, PerOpGolden, per_op_tests
 
 GOLDEN = PerOpGolden("moe_multinode.json")
 DEPLOYMENTS = GOLDEN.deployments
 
 
-@pytest.mark.golden
-@pytest.mark.parametrize("kind", ["prefill", "decode"])
-@pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
-def test_per_op_latency(name: str, kind: str) -> None:
-    bad = GOLDEN.latency_mismatches(name, kind)
-    assert not bad, "\n".join(bad)
-
-
-@pytest.mark.golden
-@pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
-def test_per_op_energy(name: str) -> None:
-    bad = GOLDEN.energy_mismatches(name)
-    assert not bad, "\n".join(bad)
+test_per_op_latency, test_per_op_energy = per_op_tests(GOLDEN)
 
 
 NODE = {"num_gpus_per_node": 8, "intra_node_bw": 900e9, "inter_node_bw": 50e9}

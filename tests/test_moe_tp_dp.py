@@ -15,30 +15,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 from click.testing import CliRunner
 
 from aisim.cli import main
 from aisim.timing.dispatch_tpdp import summed_curve
-from tests.moe_per_op import CONFIG, PerOpGolden
+from tests.moe_per_op import CONFIG, PerOpGolden, per_op_tests
 
 GOLDEN = PerOpGolden("moe_tp_dp.json")
 DEPLOYMENTS = GOLDEN.deployments
 
 
-@pytest.mark.golden
-@pytest.mark.parametrize("kind", ["prefill", "decode"])
-@pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
-def test_per_op_latency(name: str, kind: str) -> None:
-    bad = GOLDEN.latency_mismatches(name, kind)
-    assert not bad, "\n".join(bad)
-
-
-@pytest.mark.golden
-@pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
-def test_per_op_energy(name: str) -> None:
-    bad = GOLDEN.energy_mismatches(name)
-    assert not bad, "\n".join(bad)
+test_per_op_latency, test_per_op_energy = per_op_tests(GOLDEN)
 
 
 def _lookup(x: np.ndarray, y: np.ndarray, e: float) -> float:
