@@ -2,12 +2,12 @@
 
 usage: python bench/build_prebuilt.py [--workloads ../shared/workloads] [--skip-tests]
 
-A fresh install then loads compiled kernels instead of spending minutes in numba (issue 9's
-cold-run target). Rerun this after any edit to kernels/*.py: the archive records the digest of
-the kernel sources it was built from and is ignored once they change (aisim then compiles as
-it would without an archive, correct but slow). The kernels are compiled for a generic x86-64
-CPU (kernels/_jit.py), so the archive is portable across x86-64 Linux machines with the same
-numba and Python.
+A fresh install then loads compiled kernels instead of spending minutes in numba. Rerun this
+after any edit to a kernel source (every kernels/*.py but _cache.py): the archive records the
+digest of the kernel sources it was built from and is ignored once they change (aisim then
+compiles as it would without an archive, correct but slow). The kernels are compiled for a
+generic x86-64 CPU (kernels/_jit.py), so the archive is portable across x86-64 Linux machines
+with the same numba and Python.
 
 What is compiled: everything the test suite compiles (so CI starts warm too) and every seed
 workload of the given folder at full size.
@@ -59,8 +59,12 @@ def _compile_all(cache: str, workloads: Path | None, run_tests: bool) -> None:
 
 
 def _pack(cache: str, manifest: dict) -> int:
-    folder = Path(cache) / manifest["kernel_digest"][:16]
-    files = sorted(p for p in folder.rglob("*") if p.suffix in (".nbi", ".nbc"))
+    from numba.core.caching import _CacheLocator
+
+    # only this checkout's files: numba's sub-path for the folder holding the kernel sources
+    subpath = _CacheLocator.get_suitable_cache_subpath(str(REPO / "kernels" / "_jit.py"))
+    folder = Path(cache) / "numba" / manifest["kernel_digest"][:16] / subpath
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".nbi", ".nbc"))
     if not files:
         raise SystemExit(f"no compiled kernels under {folder}")
     buffer = io.BytesIO()

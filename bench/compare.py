@@ -141,9 +141,7 @@ def cold_env(folder: str) -> dict[str, str]:
     """Environment whose aisim caches are empty folders, as right after a fresh install."""
     env = dict(os.environ)
     env.pop("NUMBA_CACHE_DIR", None)  # would override AISIM_CACHE_DIR in kernels/_jit.py
-    for var, sub in (("AISIM_CACHE_DIR", "numba"), ("AISIM_PLAN_CACHE", "plans")):
-        env[var] = os.path.join(folder, sub)
-        os.makedirs(env[var])
+    env["AISIM_CACHE_DIR"] = folder  # kernels and op plans both live under it
     return env
 
 

@@ -19,44 +19,28 @@ from pathlib import Path
 
 import numba
 
+from . import _cache
 
-def _cache_dir() -> str:
-    """A numba cache folder keyed by the hash of every kernel source file.
 
-    numba's own cache only notices edits to the file that defines a function, not to kernels it
-    calls from other files; keying the folder by all kernel sources makes a stale binary
-    impossible (and lets several aisim versions share a machine).
-    """
-    digest = kernel_digest()
-    base = os.environ.get("AISIM_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aisim", "numba")
-    folder = os.path.join(base, digest[:16])
-    if not os.path.isdir(folder):
-        _prune(base, keep=3)
-        seed_from_prebuilt(folder, digest)
-    return folder
+# Pure-Python cache management: it decides no compiled code, so editing it must not invalidate
+# the shipped archive (kernels/_cache.py says why and how the folders are laid out).
+_NOT_CODEGEN = ("_cache.py",)
 
 
 def kernel_digest() -> str:
-    """sha256 over every kernel source file (names and bytes)."""
+    """sha256 over every kernel source file that shapes compiled code (names and bytes).
+
+    numba's own cache only notices edits to the file that defines a function, not to kernels it
+    calls from other files; keying the cache folder by all kernel sources makes a stale binary
+    impossible (and lets several aisim versions share a machine).
+    """
     digest = hashlib.sha256()
     for path in sorted(Path(__file__).parent.glob("*.py")):
+        if path.name in _NOT_CODEGEN:
+            continue
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-def _prune(base: str, keep: int) -> None:
-    """Each kernel version caches ~5 MB; keep only the most recently used few."""
-    import shutil
-
-    try:
-        entries = sorted((e for e in os.scandir(base) if e.is_dir()),
-                         key=lambda e: e.stat().st_mtime, reverse=True)
-    except OSError:
-        return
-    for entry in entries[keep:]:
-        shutil.rmtree(entry.path, ignore_errors=True)
 
 
 PREBUILT = Path(__file__).parent / "prebuilt.tar.gz"
@@ -71,46 +55,6 @@ def prebuilt_manifest(digest: str) -> dict:
             "python": f"{sys.version_info[0]}.{sys.version_info[1]}", "cpu": PREBUILT_CPU}
 
 
-def seed_from_prebuilt(folder: str, digest: str, archive_path: Path = PREBUILT) -> None:
-    """Fill an empty cache folder from the archive of compiled kernels shipped in the package.
-
-    Compiling the event loop takes minutes per deployment kind on a small machine; the package
-    carries the kernels compiled for a generic x86-64 CPU, so a fresh install runs in seconds.
-    The archive is used only when it was built from these exact kernel sources with this numba
-    and Python; otherwise numba compiles as usual. numba locates a function's cache by the
-    absolute path of its source folder, so the files are placed where this install looks.
-    """
-    import json
-    import shutil
-    import tarfile
-    import tempfile
-
-    from numba.core.caching import _CacheLocator
-
-    if os.environ.get("AISIM_NO_PREBUILT") or not archive_path.is_file() or os.path.isdir(folder):
-        return
-    try:
-        with tarfile.open(archive_path) as archive:
-            manifest = json.load(archive.extractfile("MANIFEST.json"))
-            if manifest != prebuilt_manifest(digest):
-                return
-            os.makedirs(os.path.dirname(folder), exist_ok=True)
-            staging = tempfile.mkdtemp(prefix=".seed-", dir=os.path.dirname(folder))
-            target = os.path.join(staging, _CacheLocator.get_suitable_cache_subpath(__file__))
-            os.makedirs(target)
-            for member in archive.getmembers():
-                name = member.name
-                if member.isfile() and "/" not in name and name.endswith((".nbi", ".nbc")):
-                    with open(os.path.join(target, name), "wb") as out:
-                        shutil.copyfileobj(archive.extractfile(member), out)
-        try:
-            os.rename(staging, folder)  # atomic: a concurrent process may have seeded it first
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
-    except (OSError, tarfile.TarError, ValueError, KeyError):
-        return  # an unreadable archive only means compiling, as without one
-
-
 if not os.environ.get("NUMBA_CPU_NAME"):
     # Portable code: the prebuilt kernels run on any x86-64, and kernels compiled here match
     # them (numba keys each cached binary on the CPU name and features it was built for).
@@ -118,7 +62,9 @@ if not os.environ.get("NUMBA_CPU_NAME"):
     numba.config.CPU_FEATURES = ""
 
 if not os.environ.get("NUMBA_CACHE_DIR"):
-    numba.config.CACHE_DIR = _cache_dir()
+    _digest = kernel_digest()
+    numba.config.CACHE_DIR = str(_cache.prepare(_digest, Path(__file__).parent, PREBUILT,
+                                                prebuilt_manifest(_digest)))
 
 kernel = partial(numba.njit, cache=True, nogil=True, error_model="numpy", _nrt=False)
 
@@ -130,8 +76,8 @@ helper = partial(numba.njit, cache=True, nogil=True, error_model="numpy", _nrt=F
 
 
 def cache_is_warm() -> bool:
-    """True when compiled kernels for these exact sources are already on disk."""
+    """True when this install has compiled kernels for these exact sources on disk."""
     folder = numba.config.CACHE_DIR
-    return bool(folder) and os.path.isdir(folder) and any(
-        name.endswith(".nbi") for _, _, files in os.walk(folder) for name in files)
+    return bool(folder) and _cache.has_index(
+        Path(folder) / _cache.install_subpath(Path(__file__).parent))
 

@@ -14,7 +14,7 @@ from tests.test_cli import OP_LEVEL
 
 
 def test_cached_plan_is_identical(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("AISIM_PLAN_CACHE", str(tmp_path / "plans"))
+    monkeypatch.setenv("AISIM_CACHE_DIR", str(tmp_path))
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(OP_LEVEL)
     spec = resolve(load_config(cfg))
@@ -31,7 +31,7 @@ def test_cached_plan_is_identical(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_corrupt_cache_file_is_rebuilt(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("AISIM_PLAN_CACHE", str(tmp_path / "plans"))
+    monkeypatch.setenv("AISIM_CACHE_DIR", str(tmp_path))
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(OP_LEVEL)
     spec = resolve(load_config(cfg))

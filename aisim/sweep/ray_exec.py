@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from aisim.errors import AisimError
 
-_ENV = ("AISIM_CACHE_DIR", "AISIM_PLAN_CACHE")
+_ENV = ("AISIM_CACHE_DIR",)
 
 
 def ray_available() -> bool:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from aisim.errors import NotAvailableError
+from aisim.kernels._cache import cache_root
 from aisim.timing.plan_moe import is_moe_model  # at import: a run's wall_time_ms excludes it
 
 DEFAULT_VERSIONS = {"vllm": "0.24.0", "trtllm": "1.3.0rc20"}
@@ -102,9 +103,7 @@ def _cache_path(model, args: dict) -> Path:
     for name in ("plan.py", "plan_moe.py", "plan_mla.py", "dispatch_tpdp.py", "multinode.py",
                  "tables.py", "provider.py"):
         digest.update((here / name).read_bytes())
-    base = os.environ.get("AISIM_PLAN_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "aisim", "plans")
-    return Path(base) / f"{digest.hexdigest()[:24]}.plan"
+    return cache_root() / "plans" / f"{digest.hexdigest()[:24]}.plan"
 
 
 def _load(path: Path):
