@@ -37,6 +37,7 @@ NOT_YET_AVAILABLE = frozenset(
         "kv_offload",  # host_offload, g3_offload, kvcr, state_cache, prefix_match_unit
         "host_model",  # host_loop, frontend, host_profile, vision
         "worker_context_length",
+        "checkpoint_quantization",  # quantized checkpoints other than DeepSeek fp8_block
     }
 )
 """Feature ids that aisim does not implement yet."""
@@ -49,20 +50,55 @@ _FIXES = {
     "moe_backend": "AISimulate 0.13 takes it with backend sglang only",
     "default_capacity": "set capacity: {type: fixed, blocks: N}",
     "op_level_timing": "it comes with the op-time table",
+    "checkpoint_quantization": "use the unquantized (BF16) checkpoint, or fixed / polynomial "
+                               "timing with a fixed KV capacity (they do not read the precision)",
 }
 
 
-def _is_moe(cfg: Config) -> bool:
-    """Whether engine.model has routed experts (True when it cannot be read: resolve says why)."""
+def _model(cfg: Config):
+    """engine.model's architecture, or None when it cannot be read (resolve says why)."""
     from pathlib import Path
 
     from aisim.models import load_model
 
     base = Path(cfg.source_path).parent if getattr(cfg, "source_path", None) else None
     try:
-        return load_model(cfg.engine.model, base_dir=base).num_experts > 0
-    except Exception:  # an unreadable model is reported by resolve
-        return True
+        return load_model(cfg.engine.model, base_dir=base)
+    except Exception:
+        return None
+
+
+def _is_moe(cfg: Config) -> bool:
+    """Whether engine.model has routed experts (True when it cannot be read: resolve says why)."""
+    model = _model(cfg)
+    return model is None or model.num_experts > 0
+
+
+def _unpriced_quantization(cfg: Config) -> str | None:
+    """What engine.model's checkpoint declares, when a run would price it and aisim cannot do
+    so exactly; else None.
+
+    The declared precision reaches the results only through op-level timing and the GPU memory
+    model (capacity default): fixed and polynomial timing with a fixed capacity give AISimulate's
+    BF16 figures for any checkpoint, and the P/D transfer size follows torch_dtype alone
+    (oracle runs of Qwen3-32B / -FP8 / hf_quant_config variants). Of the quantized checkpoints
+    only DeepSeek's fp8_block ones are priced op by op (goldens dsv3-*, dsr1-*, dsv32-*).
+    """
+    if not any(isinstance(w.timing, DefaultTiming) or isinstance(w.kv_cache.capacity,
+                                                                  DefaultCapacity)
+               for w in cfg.engine.workers.values()):
+        return None
+    model = _model(cfg)
+    if model is None or not (model.weight_quant or model.kv_cache_quant not in ("", "bfloat16")):
+        return None
+    if model.kv_lora_rank > 0 and model.weight_quant == "fp8_block" and not model.kv_cache_quant:
+        return None
+    parts = [f"weights {model.weight_quant}"] if model.weight_quant else []
+    if model.kv_cache_quant:
+        parts.append(f"KV cache {model.kv_cache_quant}")
+    where = ("its config.json's quantization_config" if model.quant_source == "quantization_config"
+             else f"its {model.quant_source}")
+    return f"a quantized checkpoint ({', '.join(parts)}; declared in {where})"
 
 
 def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
@@ -113,6 +149,9 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         yield "estimator_options", "engine.estimator_config", "estimator options"
     if eng.encoder is not None:
         yield "images", "engine.workers.encoder", "an encoder worker (EPD)"
+    quantized = _unpriced_quantization(cfg)
+    if quantized is not None:
+        yield "checkpoint_quantization", "engine.model", f"{eng.model!r} is {quantized}, which"
     for role, w in eng.workers.items():
         base = f"engine.workers.{role}"
         yield from _worker_features(w, base)
