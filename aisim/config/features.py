@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from aisim.config.registry import PRICED_BACKEND_VERSIONS
 from aisim.config.schema import (
     Config,
     DefaultCapacity,
@@ -38,6 +39,7 @@ NOT_YET_AVAILABLE = frozenset(
         "host_model",  # host_loop, frontend, host_profile, vision
         "worker_context_length",
         "checkpoint_quantization",  # quantized checkpoints other than DeepSeek fp8_block
+        "backend_version",  # op-level timing at a version aisim has no op-time tables for
     }
 )
 """Feature ids that aisim does not implement yet."""
@@ -50,6 +52,8 @@ _FIXES = {
     "moe_backend": "AISimulate 0.13 takes it with backend sglang only",
     "default_capacity": "set capacity: {type: fixed, blocks: N}",
     "op_level_timing": "it comes with the op-time table",
+    "backend_version": "op-level timing prices the 'current' version (or null); fixed or "
+                       "polynomial timing take it, as they read no performance data",
     "checkpoint_quantization": "use the unquantized (BF16) checkpoint, or fixed / polynomial "
                                "timing with a fixed KV capacity (they do not read the precision)",
 }
@@ -149,6 +153,12 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         yield "estimator_options", "engine.estimator_config", "estimator options"
     if eng.encoder is not None:
         yield "images", "engine.workers.encoder", "an encoder worker (EPD)"
+    version = eng.backend_version
+    op_level = any(isinstance(w.timing, DefaultTiming) for w in eng.workers.values())
+    priced = PRICED_BACKEND_VERSIONS.get(eng.backend)
+    if op_level and version is not None and priced and version not in priced:
+        what = f"{eng.backend} {version} (AISimulate's 'next' version) under op-level timing"
+        yield "backend_version", "engine.backend_version", what
     quantized = _unpriced_quantization(cfg)
     if quantized is not None:
         yield "checkpoint_quantization", "engine.model", f"{eng.model!r} is {quantized}, which"

@@ -374,17 +374,30 @@ def _check_hardware(value: str, path: str) -> None:
         )
 
 
+def _backend_version(v: dict[str, Any], path: str) -> str | None:
+    """The concrete version asked for (an alias resolved), or None for the current one."""
+    slots = reg.BACKEND_VERSION_SLOTS.get(v["hardware"], {}).get(v["backend"])
+    version = v["backend_version"]
+    if version is None or not slots:
+        return version
+    if version in slots:
+        return slots[version]
+    if version in slots.values():
+        return version
+    accepted = ", ".join(f"{name} = {ver}" for name, ver in slots.items())
+    raise Invalid(
+        path,
+        f"is not a version AISimulate 0.13 accepts for backend {v['backend']!r} on "
+        f"{v['hardware']!r}",
+        version,
+        f"use {accepted}, the alias 'current' / 'next', or null for current",
+    )
+
+
 @hook(Engine)
 def _engine(v: dict[str, Any], raw: Mapping[str, Any], path: str, ctx: Ctx) -> None:
     _check_hardware(v["hardware"], join(path, "hardware"))
-    known = reg.KNOWN_BACKEND_VERSIONS.get(v["backend"])
-    if v["backend_version"] is not None and known and v["backend_version"] not in known:
-        raise Invalid(
-            join(path, "backend_version"),
-            f"has no performance data for backend {v['backend']!r} on {v['hardware']!r}",
-            v["backend_version"],
-            f"known: {', '.join(known)}, or null for the latest",
-        )
+    v["backend_version"] = _backend_version(v, join(path, "backend_version"))
     nextn, accepted = v["nextn"], v["nextn_accepted"]
     acc_path = join(path, "nextn_accepted")
     if nextn > 0 and accepted is None:
