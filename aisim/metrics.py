@@ -127,8 +127,50 @@ def request_samples(req, completed):
     yield "e2e_latency_ms", e2e if all1 else e2e[has1]
 
 
-def summarize(result) -> dict:
-    """The deterministic prediction.json fields of an aggregated run."""
+GOODPUT_KEYS = ("goodput_completed_requests", "goodput_request_throughput_rps",
+                "goodput_output_throughput_tok_s")
+
+
+def sla_is_set(sla) -> bool:
+    """AISimulate reports goodput only when at least one SLA bound is given (`sla: {}` is none)."""
+    return sla is not None and any(
+        getattr(sla, key) is not None for key in ("ttft_ms", "itl_ms", "e2e_ms"))
+
+
+def goodput_fields(req, completed, duration_s: float, sla) -> dict:
+    """The goodput_* fields over the completed requests (behaviour.md 12.2).
+
+    A request is good when every given bound holds, inclusively: TTFT <= ttft_ms, E2E <= e2e_ms,
+    and its mean inter-token latency (E2E - TTFT) / (output tokens - 1) <= itl_ms, the ITL bound
+    not applying to 1-token outputs. The mean is formed from the two latencies, not from
+    last - first token time: the two differ in the last bit and AISimulate classifies by the
+    former (oracle runs with the bound set to exactly one of the two values). Output tokens are
+    the tokens generated (a context-limited output counts its truncated length); rejected and
+    unfinished requests are never good. Rates divide by the run's duration like the other
+    throughputs."""
+    arrival = req.arrival_ms[completed]
+    ttft = np.maximum(req.first_token_ms[completed] - arrival, 0.0)
+    e2e = np.maximum(req.last_token_ms[completed] - arrival, 0.0)
+    ntok = req.num_generated[completed]
+    good = np.ones(len(ntok), dtype=np.bool_)
+    if sla.e2e_ms is not None:
+        good &= e2e <= sla.e2e_ms
+    if sla.ttft_ms is not None:
+        good &= ttft <= sla.ttft_ms
+    if sla.itl_ms is not None:
+        gaps = np.maximum(ntok - 1, 1).astype(np.float64)
+        mean_itl = (e2e - ttft) / gaps
+        good &= (ntok <= 1) | (mean_itl <= sla.itl_ms)
+    n_good = int(np.count_nonzero(good))
+    good_tokens = int(ntok[good].sum())
+    return {"goodput_completed_requests": n_good,
+            "goodput_request_throughput_rps": n_good / duration_s,
+            "goodput_output_throughput_tok_s": good_tokens / duration_s}
+
+
+def summarize(result, sla=None) -> dict:
+    """The deterministic prediction.json fields of an aggregated run; `sla` (the config's
+    evaluation.sla, or None) adds the goodput fields."""
     spec = result.spec
     req = result.req
     stats = result.stats
@@ -174,6 +216,9 @@ def summarize(result) -> dict:
             for key in STAT_KEYS:
                 out[f"{key}_{name}"] = None
         out["num_ttft_samples"] = out["num_e2e_latency_samples"] = out["num_tpot_samples"] = 0
+        if sla_is_set(sla):
+            # no duration to divide by: the rates are null like the other throughputs
+            out.update(dict.fromkeys(GOODPUT_KEYS[1:]), goodput_completed_requests=0)
         out["duration_ms"] = 0.0
         out["prediction_status"] = "invalid"
         out["stop_reason"] = "no_completed_requests"
@@ -186,6 +231,8 @@ def summarize(result) -> dict:
     out["input_throughput_tok_s"] = total_in / duration_s
     out["output_throughput_tok_s"] = total_out / duration_s
     out["total_throughput_tok_s"] = (total_in + total_out) / duration_s
+    if sla_is_set(sla):
+        out.update(goodput_fields(req, completed, duration_s, sla))
     ntok = req.num_generated[completed]
     with_first = int(np.count_nonzero(ntok >= 1))
     out["num_ttft_samples"] = with_first
@@ -231,7 +278,7 @@ def power_fields() -> dict:
     return {"power_w": power_w, "power_coverage": coverage, "power_diagnostics": diagnostics}
 
 
-def summarize_pd(result) -> dict:
+def summarize_pd(result, sla=None) -> dict:
     """The deterministic prediction.json fields of a disaggregated run (behaviour.md 10.2).
 
     Latency statistics come from decode-worker tokens (TTFT = first decode token - arrival);
@@ -243,7 +290,7 @@ def summarize_pd(result) -> dict:
 
     spec = result.spec
     req = merged_requests(result)
-    out = summarize(SimpleNamespace(spec=spec.decode, req=req, stats=result.stats))
+    out = summarize(SimpleNamespace(spec=spec.decode, req=req, stats=result.stats), sla)
     pg, dg = spec.prefill.gpus_per_worker, spec.decode.gpus_per_worker
     out["prefill_gpus_per_worker"] = pg
     out["decode_gpus_per_worker"] = dg

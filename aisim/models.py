@@ -9,7 +9,8 @@ from pathlib import Path
 
 from aisim.errors import ConfigError
 
-_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "float8_e4m3fn": 1}
+HF_QUANT_FILE = "hf_quant_config.json"
+"""A quantization description some checkpoints (ModelOpt exports) keep beside config.json."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,10 @@ class ModelArch:
     index_n_heads: int = 0
     index_head_dim: int = 0
     index_topk: int = 0  # DSA: keys each query attends to once the context exceeds it
-    weight_quant: str = ""  # checkpoint weight quantization: "", "fp8" or "fp8_block"
+    # checkpoint quantization as AISimulate reads it (see checkpoint_quantization)
+    weight_quant: str = ""  # weight algorithm: "" (none), "fp8", "fp8_block", "nvfp4", ...
+    kv_cache_quant: str = ""  # declared KV cache dtype: "" (none declared), "fp8", "bfloat16"
+    quant_source: str = ""  # where the declaration is: "quantization_config" or HF_QUANT_FILE
 
 
 def shipped_model_ids() -> list[str]:
@@ -54,7 +58,8 @@ def shipped_model_ids() -> list[str]:
 
 def load_model(model: str, field: str = "engine.model", base_dir: Path | None = None) -> ModelArch:
     """A shipped model id (e.g. Qwen/Qwen3-32B) or a path to a config.json."""
-    raw = _read_config(model, field, base_dir)
+    raw, hf_quant = _read_config(model, field, base_dir)
+    weights, kv, where = checkpoint_quantization(raw, hf_quant)
     try:
         heads = int(raw["num_attention_heads"])
         kv_heads = int(raw.get("num_key_value_heads", heads))
@@ -66,12 +71,12 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
             num_kv_heads=kv_heads,
             head_dim=head_dim,
             max_position_embeddings=int(raw["max_position_embeddings"]),
-            dtype_bytes=_DTYPE_BYTES.get(str(raw.get("torch_dtype", "bfloat16")), 2),
+            dtype_bytes=dtype_bytes(raw),
             hidden_size=int(raw["hidden_size"]),
             intermediate_size=int(raw.get("intermediate_size") or 0),
             vocab_size=int(raw.get("vocab_size") or 0),
             model_type=str(raw.get("model_type", "")),
-            torch_dtype=str(raw.get("torch_dtype", "bfloat16")),
+            torch_dtype=str(raw.get("torch_dtype") or raw.get("dtype") or "bfloat16"),
             use_qk_norm=str(raw.get("model_type", "")).startswith("qwen3"),
             num_experts=_int(raw, "num_experts") or _int(raw, "n_routed_experts"),
             num_experts_per_tok=_int(raw, "num_experts_per_tok"),
@@ -85,7 +90,9 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
             index_n_heads=_int(raw, "index_n_heads"),
             index_head_dim=_int(raw, "index_head_dim"),
             index_topk=_int(raw, "index_topk"),
-            weight_quant=_weight_quant(raw.get("quantization_config")),
+            weight_quant=weights,
+            kv_cache_quant=kv,
+            quant_source=where,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{field}: model config {model!r} lacks a usable {exc}") from None
@@ -96,28 +103,89 @@ def _int(raw: dict, key: str) -> int:
     return int(value) if value is not None else 0
 
 
-def _weight_quant(qcfg) -> str:
-    """'fp8_block' for block-scaled fp8 checkpoints, 'fp8' for other fp8 ones, else ''."""
-    if not isinstance(qcfg, dict) or str(qcfg.get("quant_method", "")).lower() != "fp8":
-        return ""
-    return "fp8_block" if qcfg.get("weight_block_size") else "fp8"
+def dtype_bytes(raw: dict) -> int:
+    """Bytes of one checkpoint element from torch_dtype (or the newer `dtype` key), as AISimulate
+    sizes a P/D KV transfer: 4 for fp32, 1 for any 8-bit type, else 2 (also when absent)."""
+    name = str(raw.get("torch_dtype") or raw.get("dtype") or "").lower()
+    if name in ("float32", "fp32"):
+        return 4
+    if any(tag in name for tag in ("fp8", "float8", "int8")):
+        return 1
+    return 2
 
 
-def _read_config(model: str, field: str, base_dir: Path | None) -> dict:
-    name = model.replace("/", "--") + "_config.json"
-    shipped = resources.files("aisim.data") / "models" / name
+def _lower(value) -> str:
+    return str(value).strip().lower() if value is not None else ""
+
+
+def _kv_dtype(value) -> str:
+    name = _lower(value)
+    if name in ("e4m3", "e5m2"):
+        return "fp8"
+    return "bfloat16" if name in ("fp16", "float16", "bf16") else name
+
+
+def checkpoint_quantization(raw: dict, hf_quant: dict | None) -> tuple[str, str, str]:
+    """(weight algorithm, KV cache dtype, where declared) of a checkpoint, "" when undeclared.
+
+    AISimulate reads two declarations of a text model: config.json's root `quantization_config`
+    (quant_algo / quant_method / quantization_method for the weights, fp8 with a
+    weight_block_size being fp8_block; kv_cache_quant_algo / kv_cache_quant_method /
+    kv_cache_dtype or a kv_cache_scheme for the KV cache) and the `quantization` section of an
+    hf_quant_config.json beside it, which wins. A `quantization_config` nested in text_config
+    counts only for multimodal architectures, and torch_dtype never changes the pricing
+    (oracle: float16 / float32 / float8 Qwen3-32B checkpoints give the bf16 figures).
+    """
+    hf = hf_quant.get("quantization") if isinstance(hf_quant, dict) else None
+    hf = hf if isinstance(hf, dict) else {}
+    if "quantization_config" in raw:
+        qcfg = raw["quantization_config"]
+        qcfg = qcfg if isinstance(qcfg, dict) else {}
+    else:  # the hf_quant_config.json stands in for a missing quantization_config
+        qcfg = {"quant_method": hf.get("quant_algo") or hf.get("quantization_algo"),
+                "kv_cache_quant_method": hf.get("kv_cache_quant_algo")}
+    weights = _lower(hf.get("quant_algo") or qcfg.get("quant_algo") or qcfg.get("quant_method")
+                     or qcfg.get("quantization_method"))
+    if weights == "fp8" and qcfg.get("weight_block_size"):
+        weights = "fp8_block"
+    kv = _kv_dtype(hf.get("kv_cache_quant_algo") or qcfg.get("kv_cache_quant_algo")
+                   or qcfg.get("kv_cache_quant_method") or qcfg.get("kv_cache_dtype"))
+    scheme = qcfg.get("kv_cache_scheme")
+    if not kv and isinstance(scheme, dict):
+        kind, bits = _lower(scheme.get("type")), scheme.get("num_bits")
+        if "fp8" in kind or (kind == "float" and isinstance(bits, int) and bits <= 8):
+            kv = "fp8"
+        elif kind == "float" and isinstance(bits, int) and bits >= 16:
+            kv = "bfloat16"
+    from_hf = bool(hf.get("quant_algo") or hf.get("kv_cache_quant_algo")
+                   or ("quantization_config" not in raw and hf.get("quantization_algo")))
+    where = "" if not (weights or kv) else HF_QUANT_FILE if from_hf else "quantization_config"
+    return weights, kv, where
+
+
+def _json(path: Path, field: str) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{field}: cannot read model config {path}: {exc}") from None
+
+
+def _read_config(model: str, field: str, base_dir: Path | None) -> tuple[dict, dict | None]:
+    """config.json of the model, and the hf_quant_config.json beside it (None if absent)."""
+    stem = model.replace("/", "--")
+    shipped = resources.files("aisim.data") / "models" / f"{stem}_config.json"
     if shipped.is_file():
-        return json.loads(shipped.read_text())
+        quant = resources.files("aisim.data") / "models" / f"{stem}_{HF_QUANT_FILE}"
+        return (json.loads(shipped.read_text()),
+                json.loads(quant.read_text()) if quant.is_file() else None)
     path = Path(model)
     if base_dir is not None and not path.is_absolute():
         path = base_dir / path
     if path.is_dir():
         path = path / "config.json"
     if path.suffix == ".json" and path.is_file():
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{field}: cannot read model config {path}: {exc}") from None
+        quant = path.parent / HF_QUANT_FILE
+        return _json(path, field), _json(quant, field) if quant.is_file() else None
     known = ", ".join(shipped_model_ids())
     raise ConfigError(
         f"{field}: unknown model {model!r}; use a shipped model ({known}) "

@@ -92,7 +92,7 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
     result = simulate_until_cutoff(spec, traffic, capture=capture, plan=plan,
                                    capture_passes=capture_passes, memo=memo)
     result.req = without_run_fields(result.req, spec.max_time_ms != float("inf"))
-    prediction = dict(summarize(result))
+    prediction = dict(summarize(result, _sla(cfg)))
     prediction.update(power_fields())
     if spec.timing == "op_level":
         prediction["prediction_provenance"] = {spec.role: op_level_provenance(spec)}
@@ -160,6 +160,11 @@ def kv_precision_field(specs) -> dict:
     return {"kv_cache_precision": roles} if roles else {}
 
 
+def _sla(cfg):
+    """evaluation.sla, or None: the goodput bounds the summary classifies requests by."""
+    return cfg.evaluation.sla if cfg.evaluation is not None else None
+
+
 def _freeze_loaded_objects() -> None:
     """Keep the ~1 M objects numba and the loaded kernels leave on the heap out of Python's
     cyclic garbage collector: a full collection walks them all (~50 ms), and one that happened
@@ -189,7 +194,7 @@ def _run_pd_prediction(cfg, digest: str, capture: bool) -> Prediction:
             plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{role}")
         plans.append(plan)
     result = simulate_pd(pdspec, capture=capture, plans=tuple(plans))
-    prediction = dict(summarize_pd(result))
+    prediction = dict(summarize_pd(result, _sla(cfg)))
     prediction.update(power_fields())
     provenance_by_role = {}
     for role, spec in roles:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from aisim.config.estimator import is_default_estimator_config, is_packaged_systems_root
+from aisim.config.registry import PRICED_BACKEND_VERSIONS
 from aisim.config.schema import (
     Config,
     DefaultCapacity,
@@ -29,7 +31,7 @@ NOT_YET_AVAILABLE = frozenset(
         "timing_identity",  # quantization / kernel-backend overrides
         "moe_controls_dense",  # enable_eplb / wideep_num_slots on a dense model
         "moe_backend",  # DeepEP / MegaMoE MoE backend (SGLang only in AISimulate 0.13)
-        "estimator_options",  # estimator_config, transfer_policy, systems paths, fpm_profile
+        "estimator_options",  # non-default estimator_config, other systems roots, fpm_profile
         "trace_format",  # trace formats other than mooncake / mooncake-delta
         "session_source",
         "images",
@@ -37,6 +39,8 @@ NOT_YET_AVAILABLE = frozenset(
         "kv_offload",  # host_offload, g3_offload, kvcr, state_cache, prefix_match_unit
         "host_model",  # host_loop, frontend, host_profile, vision
         "worker_context_length",
+        "checkpoint_quantization",  # quantized checkpoints other than DeepSeek fp8_block
+        "backend_version",  # op-level timing at a version aisim has no op-time tables for
     }
 )
 """Feature ids that aisim does not implement yet."""
@@ -47,22 +51,61 @@ _FIXES = {
     "moe_controls_dense": "AISimulate refuses it too (EPLB and wide-EP slots need an MoE "
                           "model); remove it",
     "moe_backend": "AISimulate 0.13 takes it with backend sglang only",
+    "estimator_options": "leave it out, or keep the values `aisimulate recommend` writes "
+                         "(AISimulate's defaults and its packaged database)",
     "default_capacity": "set capacity: {type: fixed, blocks: N}",
     "op_level_timing": "it comes with the op-time table",
+    "backend_version": "op-level timing prices the 'current' version (or null); fixed or "
+                       "polynomial timing take it, as they read no performance data",
+    "checkpoint_quantization": "use the unquantized (BF16) checkpoint, or fixed / polynomial "
+                               "timing with a fixed KV capacity (they do not read the precision)",
 }
 
 
-def _is_moe(cfg: Config) -> bool:
-    """Whether engine.model has routed experts (True when it cannot be read: resolve says why)."""
+def _model(cfg: Config):
+    """engine.model's architecture, or None when it cannot be read (resolve says why)."""
     from pathlib import Path
 
     from aisim.models import load_model
 
     base = Path(cfg.source_path).parent if getattr(cfg, "source_path", None) else None
     try:
-        return load_model(cfg.engine.model, base_dir=base).num_experts > 0
-    except Exception:  # an unreadable model is reported by resolve
-        return True
+        return load_model(cfg.engine.model, base_dir=base)
+    except Exception:
+        return None
+
+
+def _is_moe(cfg: Config) -> bool:
+    """Whether engine.model has routed experts (True when it cannot be read: resolve says why)."""
+    model = _model(cfg)
+    return model is None or model.num_experts > 0
+
+
+def _unpriced_quantization(cfg: Config) -> str | None:
+    """What engine.model's checkpoint declares, when a run would price it and aisim cannot do
+    so exactly; else None.
+
+    The declared precision reaches the results only through op-level timing and the GPU memory
+    model (capacity default): fixed and polynomial timing with a fixed capacity give AISimulate's
+    BF16 figures for any checkpoint, and the P/D transfer size follows torch_dtype alone
+    (oracle runs of Qwen3-32B / -FP8 / hf_quant_config variants). Of the quantized checkpoints
+    only DeepSeek's fp8_block ones are priced op by op (goldens dsv3-*, dsr1-*, dsv32-*).
+    """
+    if not any(isinstance(w.timing, DefaultTiming) or isinstance(w.kv_cache.capacity,
+                                                                  DefaultCapacity)
+               for w in cfg.engine.workers.values()):
+        return None
+    model = _model(cfg)
+    if model is None or not (model.weight_quant or model.kv_cache_quant not in ("", "bfloat16")):
+        return None
+    if model.kv_lora_rank > 0 and model.weight_quant == "fp8_block" and not model.kv_cache_quant:
+        return None
+    parts = [f"weights {model.weight_quant}"] if model.weight_quant else []
+    if model.kv_cache_quant:
+        parts.append(f"KV cache {model.kv_cache_quant}")
+    where = ("its config.json's quantization_config" if model.quant_source == "quantization_config"
+             else f"its {model.quant_source}")
+    return f"a quantized checkpoint ({', '.join(parts)}; declared in {where})"
 
 
 def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
@@ -95,7 +138,7 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         "comm_quant_mode", "attention_backend", "moe_kernel_source",
     ):  # fmt: skip
         if getattr(eng, key) is not None:
-            yield "timing_identity", f"engine.{key}", f"a {key} override"
+            yield "timing_identity", f"engine.{key}", f"an override of {key}"
     if eng.moe_backend is not None:
         # AISimulate 0.13 takes a moe_backend override (deepep_moe / megamoe) on SGLang only
         what = f"moe_backend {eng.moe_backend!r} (DeepEP / MegaMoE)"
@@ -106,16 +149,57 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
                       ("wideep_num_slots", "wide-EP expert slots")):
         if getattr(eng, key) not in (None, False) and not _is_moe(cfg):
             yield "moe_controls_dense", f"engine.{key}", f"{what} on a model without experts"
-    for key in ("transfer_policy", "systems_paths", "systems_path", "fpm_profile"):
-        if getattr(eng, key) is not None:
-            yield "estimator_options", f"engine.{key}", f"custom performance data ({key})"
-    if eng.estimator_config:
-        yield "estimator_options", "engine.estimator_config", "estimator options"
+    if eng.fpm_profile is not None:
+        yield "estimator_options", "engine.fpm_profile", "a forward-pass-model profile"
+    yield from _estimator_options(eng, "engine")
     if eng.encoder is not None:
         yield "images", "engine.workers.encoder", "an encoder worker (EPD)"
+    version = eng.backend_version
+    op_level = any(isinstance(w.timing, DefaultTiming) for w in eng.workers.values())
+    priced = PRICED_BACKEND_VERSIONS.get(eng.backend)
+    if op_level and version is not None and priced and version not in priced:
+        what = f"{eng.backend} {version} (AISimulate's 'next' version) under op-level timing"
+        yield "backend_version", "engine.backend_version", what
+    quantized = _unpriced_quantization(cfg)
+    if quantized is not None:
+        yield "checkpoint_quantization", "engine.model", f"{eng.model!r} is {quantized}, which"
     for role, w in eng.workers.items():
         base = f"engine.workers.{role}"
         yield from _worker_features(w, base)
+
+
+def _estimator_options(section, base: str) -> Iterator[tuple[str, str, str]]:
+    """The estimator options of the engine or of one role's default timing that would change
+    the pricing. Proven no-ops in AISimulate 0.13 pass (oracle, dense / MoE / DeepSeek-V3.2,
+    SILICON and SOL): any valid transfer_policy (it steers only HYBRID / EMPIRICAL borrowing),
+    fallback_policy allow (it matters only where data is missing, which aisim refuses), the
+    default estimator_config, and systems_paths naming AISimulate's own packaged database."""
+    roots = list(getattr(section, "systems_paths", None) or ())
+    if getattr(section, "systems_path", None) is not None:
+        roots.append(section.systems_path)
+    key = "systems_paths" if getattr(section, "systems_paths", None) else "systems_path"
+    if any(not is_packaged_systems_root(root) for root in roots):
+        yield ("estimator_options", f"{base}.{key}",
+               "performance data outside AISimulate's packaged database")
+    if section.estimator_config and not is_default_estimator_config(section.estimator_config):
+        yield ("estimator_options", f"{base}.estimator_config",
+               "a non-default estimator_config")
+
+
+def _timing_features(timing: DefaultTiming, base: str) -> Iterator[tuple[str, str, str]]:
+    """Per-role overrides of a default timing (AISimulate honours them role by role)."""
+    if timing.forward_model != "op_level":
+        yield "fpm_estimation", f"{base}.forward_model", "forward-pass-model timing ('fpm')"
+    if timing.estimation_mode not in (None, "auto", "op_level"):
+        yield ("fpm_estimation", f"{base}.estimation_mode",
+               f"estimation mode {timing.estimation_mode!r}")
+    if timing.database_mode not in (None, "SILICON", "SOL"):
+        yield "database_mode", f"{base}.database_mode", f"database mode {timing.database_mode!r}"
+    for key in ("gemm_quant_mode", "moe_quant_mode", "kvcache_quant_mode", "fmha_quant_mode",
+                "comm_quant_mode", "attention_backend"):
+        if getattr(timing, key) is not None:
+            yield "timing_identity", f"{base}.{key}", f"an override of {key}"
+    yield from _estimator_options(timing, base)
 
 
 def _worker_features(w: Worker, base: str) -> Iterator[tuple[str, str, str]]:
@@ -126,6 +210,7 @@ def _worker_features(w: Worker, base: str) -> Iterator[tuple[str, str, str]]:
             f"{base}.timing",
             "op-level timing (type 'default')",
         )
+        yield from _timing_features(timing, f"{base}.timing")
     elif not isinstance(timing, FixedTiming):
         yield "polynomial_timing", f"{base}.timing", f"{timing.TYPE!r} timing"
     kv = w.kv_cache

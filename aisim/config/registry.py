@@ -63,15 +63,28 @@ RECOMMEND_ONLY_LOADS = frozenset({KVCapacityFractionLoad.TYPE})
 KNOWN_HARDWARE = ("b200_sxm",)
 """Hardware names aisim has performance data and memory facts for."""
 
-KNOWN_BACKEND_VERSIONS: dict[str, tuple[str, ...]] = {
-    "vllm": ("0.19.0", "0.22.0", "0.24.0", "0.25.0", "0.27.1"),
-    "trtllm": ("1.2.0rc5", "1.3.0rc10", "1.3.0rc11", "1.3.0rc20", "1.3.0rc23"),
+BACKEND_VERSION_SLOTS: dict[str, dict[str, dict[str, str]]] = {
+    "b200_sxm": {
+        "vllm": {"current": "0.24.0", "next": "0.31.0"},
+        "trtllm": {"current": "1.3.0rc20", "next": "1.3.0rc23"},
+        "sglang": {"current": "0.5.14", "next": "0.5.20"},
+    },
 }
-"""Backend versions that AISimulate 0.13.0's b200_sxm database has data for.
-
-AISimulate accepts any version string when timing is fixed; aisim rejects unknown ones
-(behaviour.md section 16).  SGLang versions are not checked.
+"""The backend versions AISimulate 0.13 answers for, per hardware and backend: its queryable
+slots. `current` is the version its maintainers last completed (no `previous` is set on
+b200_sxm); `next` is derived, the highest newer version that holds performance data on any of
+the systems following the common defaults (b200_sxm itself has no vLLM 0.31.0 data: such a
+query is served from older tables). `backend_version` takes one of the slot versions or the
+alias 'current' / 'next'; null means current. Any other version (0.25.0, 0.27.1, 1.3.0rc11, ...)
+AISimulate refuses under op-level timing, and aisim refuses it under every timing (it is
+accepted by AISimulate under fixed timing only because nothing reads it there; behaviour.md 16).
 """
+
+PRICED_BACKEND_VERSIONS: dict[str, tuple[str, ...]] = {
+    "vllm": ("0.24.0",),
+    "trtllm": ("1.3.0rc20",),
+}
+"""Versions aisim has compiled op-time tables for (op-level timing prices only these)."""
 
 DEFAULT_BLOCK_SIZE = {"vllm": 64, "trtllm": 32, "sglang": 1}
 """``kv_cache.block_size`` when not given, per backend."""

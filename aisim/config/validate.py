@@ -16,6 +16,7 @@ from typing import Any
 from aisim.config import registry as reg
 from aisim.config.build import Ctx, build, hook, join, mapping, same_as_default, unknown_key
 from aisim.config.checks import NOTHING, FrozenMap, Invalid, opaque, suggest, typed
+from aisim.config.estimator import check_transfer_policy
 from aisim.config.schema import (
     HOST_ONLY_WORKER_KEYS,
     ConcurrencyLoad,
@@ -122,6 +123,26 @@ _REQUEST_STOPS = ("requests", "requests_per_load_unit")
 _SESSION_STOPS = ("sessions", "sessions_per_load_unit")
 
 
+def _agentic_options(load: TraceTimestampsLoad, path: str) -> None:
+    """AISimulate's dependencies between the agentic replay options: each one is meaningless
+    (and refused) without the one it builds on, down to agentic_lanes."""
+    needs = (
+        ("agentic_profile", load.agentic_profile is not None, "agentic_snapshot",
+         load.agentic_snapshot is not None),
+        ("agentic_warmup", load.agentic_warmup, "agentic_snapshot",
+         load.agentic_snapshot is not None),
+        ("agentic_warmup_policy", load.agentic_warmup_policy == "live_trajectory_v1",
+         "agentic_warmup and agentic_profile",
+         load.agentic_warmup and load.agentic_profile is not None),
+        ("agentic_snapshot", load.agentic_snapshot is not None, "agentic_lanes",
+         load.agentic_lanes is not None),
+    )
+    for key, given, requirement, met in needs:
+        if given and not met:
+            raise Invalid(join(path, key), f"requires {requirement}", getattr(load, key),
+                          "agentic replay options need an agentic trace format and its lanes")
+
+
 @hook(Traffic)
 def _traffic(v: dict[str, Any], raw: Mapping[str, Any], path: str, ctx: Ctx) -> None:
     source, load = v["source"], v["load"]
@@ -142,6 +163,8 @@ def _traffic(v: dict[str, Any], raw: Mapping[str, Any], path: str, ctx: Ctx) -> 
                 getattr(stop, given[0]),
                 "only max_virtual_time_seconds is",
             )
+        if isinstance(load, TraceTimestampsLoad):
+            _agentic_options(load, load_path)
         if (
             isinstance(load, TraceTimestampsLoad)
             and load.agentic_lanes is not None
@@ -271,6 +294,7 @@ def _kv_cache(v: dict[str, Any], raw: Mapping[str, Any], path: str, ctx: Ctx) ->
 
 @hook(DefaultTiming)
 def _default_timing(v: dict[str, Any], raw: Mapping[str, Any], path: str, ctx: Ctx) -> None:
+    check_transfer_policy(v["transfer_policy"], join(path, "transfer_policy"))
     if v["fpm_parquet_path"] is not None and v["forward_model"] != "fpm":
         raise Invalid(
             join(path, "fpm_parquet_path"),
@@ -374,17 +398,40 @@ def _check_hardware(value: str, path: str) -> None:
         )
 
 
+def _backend_version(v: dict[str, Any], path: str) -> str | None:
+    """The concrete version asked for (an alias resolved), or None for the current one."""
+    slots = reg.BACKEND_VERSION_SLOTS.get(v["hardware"], {}).get(v["backend"])
+    version = v["backend_version"]
+    if version is None or not slots:
+        return version
+    if version in slots:
+        return slots[version]
+    if version in slots.values():
+        return version
+    accepted = ", ".join(f"{name} = {ver}" for name, ver in slots.items())
+    raise Invalid(
+        path,
+        f"is not a version AISimulate 0.13 accepts for backend {v['backend']!r} on "
+        f"{v['hardware']!r}",
+        version,
+        f"use {accepted}, the alias 'current' / 'next', or null for current",
+    )
+
+
 @hook(Engine)
 def _engine(v: dict[str, Any], raw: Mapping[str, Any], path: str, ctx: Ctx) -> None:
     _check_hardware(v["hardware"], join(path, "hardware"))
-    known = reg.KNOWN_BACKEND_VERSIONS.get(v["backend"])
-    if v["backend_version"] is not None and known and v["backend_version"] not in known:
-        raise Invalid(
-            join(path, "backend_version"),
-            f"has no performance data for backend {v['backend']!r} on {v['hardware']!r}",
-            v["backend_version"],
-            f"known: {', '.join(known)}, or null for the latest",
-        )
+    v["backend_version"] = _backend_version(v, join(path, "backend_version"))
+    check_transfer_policy(v["transfer_policy"], join(path, "transfer_policy"))
+    one, many = v["systems_path"], v["systems_paths"]
+    if one is not None and many is not None and tuple(many) != (one,):
+        raise Invalid(join(path, "systems_path"), "conflicts with systems_paths", one,
+                      "give one of the two")
+    if v["decoder_replay"]:
+        # AISimulate 0.13 replays decoders only for DeepSeek-V4.1-Flash on SGLang
+        raise Invalid(join(path, "decoder_replay"),
+                      "requires model 'deepseek-ai/DeepSeek-V4.1-Flash' and backend 'sglang'",
+                      True, "remove it")
     nextn, accepted = v["nextn"], v["nextn_accepted"]
     acc_path = join(path, "nextn_accepted")
     if nextn > 0 and accepted is None:

@@ -18,6 +18,7 @@ from aisim.output.write import HOST_FIELDS
 # integer-valued prediction fields (counts); everything else numeric is float64
 INT_FIELDS = frozenset({
     "committed_prefill_tokens", "completed_requests", "decode_gpus_per_worker",
+    "goodput_completed_requests",
     "num_e2e_latency_samples", "num_requests", "num_tpot_samples", "num_ttft_samples",
     "prefill_gpus_per_worker", "processed_tokens", "total_input_tokens", "total_output_tokens",
 })

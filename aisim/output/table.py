@@ -13,6 +13,13 @@ ROWS = (
     ("Request Throughput (requests/sec)", "request_throughput_rps", False),
     ("Request Count (requests)", "completed_requests", False),
 )
+# evaluation.sla runs only: AISimulate's table leaves goodput out, but it is the figure an SLA
+# study reads first, so aisim shows it under the request count (prediction.json has it too)
+GOODPUT_ROWS = (
+    ("Goodput Request Throughput (requests/sec)", "goodput_request_throughput_rps", False),
+    ("Goodput Output Throughput (tokens/sec)", "goodput_output_throughput_tok_s", False),
+    ("Goodput Request Count (requests)", "goodput_completed_requests", False),
+)
 COLUMNS = ("avg", "min", "max", "p99", "p90", "p75", "std")
 _STAT_KEYS = ("mean", "min", "max", "p99", "p90", "p75", "std")
 
@@ -23,7 +30,8 @@ def _num(v) -> str:
 
 def render_table(pred: dict, role: str = "aggregated") -> str:
     rows = []
-    for label, key, dist in ROWS:
+    shown = ROWS + GOODPUT_ROWS if "goodput_completed_requests" in pred else ROWS
+    for label, key, dist in shown:
         if dist:
             cells = [_num(pred.get(f"{s}_{key}")) for s in _STAT_KEYS]
         else:

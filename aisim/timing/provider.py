@@ -41,11 +41,16 @@ def plan_for(spec, where: str):
     args = {"backend": spec.backend, "version": version, "tensor_parallel": spec.tensor,
             "pipeline_parallel": spec.pipeline, "mode": spec.database_mode,
             "nextn": spec.nextn}
-    path = _cache_path(model, args)
+    primary_only = spec.enable_shared_layer is False
+    path = _cache_path(model, {**args, "primary_only": True} if primary_only else args)
     cached = _load(path)
     if cached is not None:
         return cached
     tables, system = load_tables("b200_sxm", spec.backend, version)
+    if primary_only:
+        # the dense tables hold donor rows too (small GEMMs, attention shapes of other models):
+        # AISimulate's enable_shared_layer: false drops them for dense models as for MoE ones
+        tables = _primary_rows(tables)
     plan = build_dense_plan(model, tables, system, **args)
     _store(path, plan)
     return plan
@@ -70,9 +75,7 @@ def _moe_plan_for(spec, where: str):
     if primary_only:
         # enable_shared_layer: false = the requested version's own rows only (timing.md 2.4):
         # no reuse.yaml donors, no sibling versions (DeepSeek then has no fp8_block GEMMs)
-        tables = {fam: ({k: np.asarray(v)[np.asarray(cols["src"]) == 0]
-                         for k, v in cols.items()} if "src" in cols else cols)
-                  for fam, cols in tables.items()}
+        tables = _primary_rows(tables)
     try:
         plan = build_moe_plan(spec.model, tables, system, **args)
     except NotAvailableError as exc:
@@ -81,6 +84,13 @@ def _moe_plan_for(spec, where: str):
         raise type(exc)(f"{where}.timing: {exc}") from None
     _store(path, plan)
     return plan
+
+
+def _primary_rows(tables: dict) -> dict:
+    """Each table's rows from the requested version's own directory (src 0) only."""
+    return {fam: ({k: np.asarray(v)[np.asarray(cols["src"]) == 0] for k, v in cols.items()}
+                  if "src" in cols else cols)
+            for fam, cols in tables.items()}
 
 
 # Resolving a plan reads ~7 MB of tables and takes ~0.3 s; the result is a pure function of the

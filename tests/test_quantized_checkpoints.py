@@ -1,0 +1,132 @@
+"""Checkpoint precision: every way a checkpoint declares a quantization is read, and a run that
+would price it (op-level timing, the GPU memory model) is refused until aisim prices it exactly.
+
+Figures: tests/golden/fp32-checkpoint-op-level and pd-dtype-fp32-transfer (torch_dtype / dtype),
+single-request (a quantized checkpoint under fixed timing gives AISimulate's BF16 figures).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aisim.config import load_config, unsupported_features
+from aisim.errors import NotAvailableError
+from aisim.models import checkpoint_quantization, dtype_bytes, load_model
+from aisim.predict import run_prediction
+from tests.parity_rule import mismatches
+
+GOLDEN = Path(__file__).parent / "golden"
+BF16 = json.loads((Path(__file__).parent.parent / "data" / "models"
+                   / "Qwen--Qwen3-32B_config.json").read_text())
+BLOCK_FP8 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+             "weight_block_size": [128, 128]}
+
+# (config.json changes, hf_quant_config.json or None, what the refusal names)
+DECLARATIONS = {
+    "block-fp8-weights": ({"quantization_config": BLOCK_FP8}, None,
+                          "weights fp8_block; declared in its config.json's quantization_config"),
+    "per-tensor-fp8": ({"quantization_config": {"quant_method": "fp8"}}, None, "weights fp8;"),
+    "kv-cache-scheme": ({"quantization_config": {"kv_cache_scheme": {"type": "float",
+                                                                     "num_bits": 8}}},
+                        None, "KV cache fp8;"),
+    "hf-quant-weights": ({}, {"quantization": {"quant_algo": "FP8"}},
+                         "weights fp8; declared in its hf_quant_config.json"),
+    "hf-quant-kv-only": ({}, {"quantization": {"kv_cache_quant_algo": "FP8"}},
+                         "KV cache fp8; declared in its hf_quant_config.json"),
+    "hf-quant-nvfp4": ({}, {"quantization": {"quant_algo": "NVFP4",
+                                             "kv_cache_quant_algo": "FP8"}},
+                       "weights nvfp4, KV cache fp8;"),
+}
+
+OP_LEVEL = """\
+traffic:
+  source: {type: synthetic, input_tokens: 512, output_tokens: 8}
+  load: {type: concurrency, concurrency: 2}
+  stop: {requests: 4}
+engine:
+  model: MODEL
+  hardware: b200_sxm
+  backend: vllm
+  workers:
+    aggregated:
+      parallelism: {tensor: 4}
+      kv_cache: {capacity: CAPACITY}
+      timing: TIMING
+"""
+
+
+def _checkpoint(tmp_path: Path, changes: dict, hf_quant: dict | None) -> Path:
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**BF16, **changes}))
+    if hf_quant is not None:
+        (folder / "hf_quant_config.json").write_text(json.dumps(hf_quant))
+    return folder
+
+
+def _config(tmp_path: Path, model: str, timing: str = "{type: default}",
+            capacity: str = "{type: fixed, blocks: 4096}") -> Path:
+    path = tmp_path / "c.yaml"
+    text = OP_LEVEL.replace("MODEL", model).replace("TIMING", timing)
+    path.write_text(text.replace("CAPACITY", capacity))
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(DECLARATIONS))
+def test_every_declaration_is_refused_where_it_would_be_priced(tmp_path: Path, name) -> None:
+    changes, hf_quant, named = DECLARATIONS[name]
+    folder = _checkpoint(tmp_path, changes, hf_quant)
+    # op-level timing, by folder and by config.json path; and the memory model under fixed timing
+    for model, timing, capacity in (
+        (str(folder), "{type: default}", "{type: fixed, blocks: 4096}"),
+        (str(folder / "config.json"), "{type: default}", "{type: fixed, blocks: 4096}"),
+        (str(folder), "{type: fixed, prefill_ms: 8, decode_ms: 2}", "{type: default}"),
+    ):
+        lines = unsupported_features(load_config(str(_config(tmp_path, model, timing, capacity))))
+        assert len(lines) == 1, lines
+        assert lines[0].startswith("engine.model: ") and named in lines[0], lines[0]
+        assert "quantized checkpoint" in lines[0] and "BF16" in lines[0]
+
+
+def test_a_quantized_hugging_face_id_is_refused_the_same_way(tmp_path: Path) -> None:
+    for model in ("Qwen/Qwen3-32B-FP8", "Qwen/Qwen3-30B-A3B-FP8", "Qwen/Qwen3-235B-A22B-FP8"):
+        with pytest.raises(NotAvailableError, match=r"engine\.model: .*weights fp8_block"):
+            run_prediction(str(_config(tmp_path, model)))
+
+
+def test_fixed_timing_with_a_fixed_capacity_reads_no_precision() -> None:
+    """AISimulate gives a quantized checkpoint the BF16 figures there (oracle: Qwen3-32B-FP8)."""
+    folder = GOLDEN / "single-request"
+    ref = json.loads((folder / "prediction.json").read_text())
+    pred = run_prediction(str(folder / "config.yaml"), ("engine.model=Qwen/Qwen3-32B-FP8",))
+    assert not mismatches(pred.prediction, ref)
+
+
+def test_deepseek_block_fp8_stays_priced() -> None:
+    model = load_model("deepseek-ai/DeepSeek-V3")
+    assert (model.weight_quant, model.kv_cache_quant) == ("fp8_block", "")
+    cfg = load_config(str(GOLDEN / "dsv3-vllm-tp2-dp4" / "config.yaml"))
+    assert unsupported_features(cfg) == []
+
+
+def test_what_is_not_a_quantization() -> None:
+    nested = {**BF16, "text_config": {"quantization_config": BLOCK_FP8}}
+    # a text model's nested text_config is not read; an explicit bf16 KV cache is the default
+    assert checkpoint_quantization(nested, None)[:2] == ("", "")
+    assert checkpoint_quantization({"quantization_config": {"kv_cache_dtype": "bf16"}},
+                                   None)[:2] == ("", "bfloat16")
+    assert checkpoint_quantization({"quantization_config": {}},
+                                   {"quantization": {"quantization_algo": "FP8"}})[0] == ""
+    assert checkpoint_quantization({}, {"quantization": {"quantization_algo": "FP8"}})[0] == "fp8"
+
+
+def test_element_bytes_follow_torch_dtype_then_dtype() -> None:
+    assert dtype_bytes({"torch_dtype": "float32"}) == 4
+    assert dtype_bytes({"dtype": "float32"}) == 4
+    assert dtype_bytes({"torch_dtype": "bfloat16", "dtype": "float32"}) == 2
+    assert dtype_bytes({"torch_dtype": "float8_e5m2"}) == 1
+    assert dtype_bytes({"torch_dtype": "int8"}) == 1
+    assert dtype_bytes({}) == 2
