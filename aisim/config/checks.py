@@ -20,6 +20,9 @@ from typing import Any
 
 Checker = Callable[[Any, str], Any]
 
+INT64_MAX = 2**63 - 1
+"""Integer fields without a bound of their own are stored as 64-bit integers."""
+
 NOTHING: Any = object()
 """Marker for 'no offending value to show' in :class:`Invalid`."""
 
@@ -174,6 +177,8 @@ def integer(
             raise Invalid(path, what, typed(value), fix)
         if not _in_bounds(value, gt, ge, le):
             raise Invalid(path, what, value)
+        if le is None and value > INT64_MAX:
+            raise Invalid(path, f"must be at most {INT64_MAX} (a 64-bit integer)", value)
         return value
 
     return check

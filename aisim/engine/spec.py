@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from aisim.engine.bounds import check_pass_time, check_state_fits
 from aisim.errors import CapacityError, ConfigError, NotAvailableError
 from aisim.kernels.codes import Backend, Clock, LoadKind, TimingKind
 from aisim.models import ModelArch, load_model
@@ -214,9 +215,23 @@ def resolve_role(cfg, role: str) -> EngineSpec:
         nextn_accepted=eng.nextn_accepted,
         kv_precision=kv_precision,
     )
+    check_pass_time(spec, cfg.source_path)
     if spec.trace_path is None:
         _check_can_finish(cfg, spec)  # traces check each request once loaded (traffic_trace)
+        check_state_fits(spec, spec.num_requests, spec.input_tokens + _output_tokens(spec),
+                         cfg.source_path, "traffic.stop.requests")
     return spec
+
+
+def _output_tokens(spec: EngineSpec) -> int:
+    """Tokens a synthetic request emits: truncated to the context, clamped to the TRT-LLM pool
+    (as aisim.traffic.synthetic does, in Python integers)."""
+    p, o = spec.input_tokens, spec.output_tokens
+    if spec.max_model_len is not None and p < spec.max_model_len:
+        o = min(o, spec.max_model_len - p)
+    if spec.backend == "trtllm":
+        o = min(o, spec.num_blocks * spec.block_size - p)
+    return max(o, 0)
 
 
 def _trace_fields(cfg) -> dict:

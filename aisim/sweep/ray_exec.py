@@ -44,10 +44,15 @@ def run_on_ray(tasks: list[dict], address: str | None, collect: Callable) -> Non
 
         remote = ray.remote(num_cpus=1)(run_point)
         pending = [remote.remote(t) for t in tasks]
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
-                collect(*ray.get(ref))
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    collect(*ray.get(ref))
+        except KeyboardInterrupt:
+            for ref in pending:  # an interrupted sweep leaves no task running on the cluster
+                ray.cancel(ref, force=True)
+            raise
     finally:
         if started_here:
             ray.shutdown()
