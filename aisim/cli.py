@@ -31,6 +31,15 @@ class _Commands(click.Group):
             signal.signal(signal.SIGTERM, _raise_terminated)
         try:
             return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except (Exception, RecursionError) as exc:
+            if os.environ.get("AISIM_TRACEBACK"):
+                raise
+            # a bug, not bad input: still one line (AISIM_TRACEBACK=1 shows where it happened)
+            from aisim.errors import InternalError
+
+            raise InternalError(exc) from None
         except KeyboardInterrupt as exc:
             from aisim.engine.interruptible import abandoned
 
@@ -187,10 +196,26 @@ def plot(source: Path, kind: tuple[str, ...], output_dir: Path | None,
 def validate(config_path: str, overrides: tuple[str, ...]) -> None:
     """Check a config without simulating; exit 2 with the first problem."""
     from aisim.config import load_config
-    from aisim.engine.spec import resolve
+    from aisim.engine.spec import no_request_can_complete, resolve
+    from aisim.errors import NoRequestsCompleted
 
     cfg = load_config(config_path, overrides)
-    resolve(cfg)
+    if cfg.engine.mode == "disaggregated":
+        from aisim.engine.pd import resolve_pd
+
+        pdspec = resolve_pd(cfg)
+        specs = [pdspec.prefill, pdspec.decode]
+    else:
+        specs = [resolve(cfg)]
+    for spec in specs:
+        if spec.trace_path is not None:
+            from aisim.traffic_trace import check_trace
+
+            check_trace(spec)
+        reason = no_request_can_complete(cfg, spec)
+        if reason:
+            # the run's own outcome (AISimulate's too): predict writes its outputs, exits 1
+            raise NoRequestsCompleted(f"{config_path}: no request can complete: {reason}")
     click.echo(f"{config_path}: ok")
 
 

@@ -70,6 +70,21 @@ class RunFailed(click.ClickException):
         click.echo(f"aisim: error: {self.format_message()}", err=True)
 
 
+class InternalError(click.ClickException):
+    """An unexpected exception (a bug in aisim): one line and exit 3; AISIM_TRACEBACK=1 lets
+    the traceback through instead."""
+
+    exit_code = 3
+
+    def __init__(self, exc: BaseException) -> None:
+        text = " ".join(str(exc).split())[:300]
+        super().__init__(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+    def show(self, file=None) -> None:
+        click.echo(f"aisim: internal error: {self.format_message()} (rerun with "
+                   "AISIM_TRACEBACK=1 to see where)", err=True)
+
+
 class NoRequestsCompleted(click.ClickException):
     """The run finished but no request completed (AISimulate exits 1 in this case)."""
 

@@ -299,6 +299,24 @@ def _fixed_blocks(cfg, kvc, model: ModelArch, tensor: int, path: str) -> int:
     return blocks
 
 
+def no_request_can_complete(cfg, spec: EngineSpec) -> str | None:
+    """Why no request of a synthetic workload can complete (each is rejected at admission),
+    or None. Such a run is simulated as AISimulate does it (outputs written, exit 1);
+    `aisim validate` says so up front with this reason."""
+    if spec.trace_path is not None or spec.role == "decode":
+        return None
+    wpath = f"engine.workers.{spec.role}"
+    p, bs = spec.input_tokens, spec.block_size
+    if spec.max_model_len is not None and p >= spec.max_model_len:
+        return (f"engine.context_length: every {p}-token prompt reaches the "
+                f"{spec.max_model_len}-token context, so each request is rejected")
+    if spec.backend == "vllm" and -(-p // bs) > spec.num_blocks:
+        return (f"{wpath}.kv_cache.capacity.blocks: every {p}-token prompt needs "
+                f"{-(-p // bs)} KV blocks of {bs} tokens but a rank has {spec.num_blocks}, so "
+                "each request is rejected at admission; raise the capacity")
+    return None
+
+
 def _check_can_finish(cfg, spec: EngineSpec) -> None:
     """Reject deployments on which a request can never finish (AISimulate loops or aborts)."""
     where = f"{cfg.source_path}: engine.workers.{spec.role}"
