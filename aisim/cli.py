@@ -137,7 +137,7 @@ def predict(config_path: str, overrides: tuple[str, ...], output_dir: str | None
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Points run at once on this machine [default: the usable cores].")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
-              show_default=True, help="Where points run (ray needs the aisim[ray] extra).")
+              show_default=True, help="Where points run (ray needs the aisim-serving[ray] extra).")
 @click.option("--ray-address", default=None, metavar="ADDRESS",
               help="Ray cluster to join (e.g. ray://host:10001) [default: start a local one].")
 @click.option("--capture-per-request", is_flag=True,

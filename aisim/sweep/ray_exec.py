@@ -1,4 +1,4 @@
-"""`--executor ray`: the same point function on a Ray cluster (optional extra `aisim[ray]`).
+"""`--executor ray`: the same point function on a Ray cluster (optional extra `aisim-serving[ray]`).
 
 Each Ray worker process keeps its own pass-time memos between the points it runs (module state
 of aisim.sweep.point), exactly like a local worker process; the driver writes every file, so
@@ -28,7 +28,8 @@ def run_on_ray(tasks: list[dict], address: str | None, collect: Callable) -> Non
     try:
         import ray
     except ImportError:
-        raise AisimError("--executor ray needs Ray: pip install 'aisim[ray]'") from None
+        raise AisimError("--executor ray needs Ray: pip install 'aisim-serving[ray]' (in a "
+                         "checkout: pip install -e '.[ray]')") from None
     started_here = not ray.is_initialized()
     if started_here:
         env = {k: os.environ[k] for k in _ENV if k in os.environ}
