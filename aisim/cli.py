@@ -27,8 +27,9 @@ class _Commands(click.Group):
     def invoke(self, ctx):
         from aisim.errors import Interrupted, interrupt_signal
 
+        previous = None
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _raise_terminated)
+            previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
@@ -51,6 +52,9 @@ class _Commands(click.Group):
                 sys.stderr.flush()
                 os._exit(err.exit_code)
             raise err from None
+        finally:
+            if previous is not None:  # in-process callers (tests, notebooks) keep their own
+                signal.signal(signal.SIGTERM, previous)
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
