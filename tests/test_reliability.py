@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -226,7 +227,9 @@ def test_pass_times_inside_the_range_still_run(tmp_path: Path) -> None:
                "--format", "json")
     assert res.exit_code == 0
     pred = json.loads(res.output.splitlines()[-1])
-    assert pred["mean_tpot_ms"] > 9e11 and pred["min_ttft_ms"] >= 7.3
+    # past 1e12 ms the float ms clock resolves ~0.2 us, so the 7.3 ms prefill reads as
+    # 7.2998046875 (AISimulate's figure too); what matters is that it is not rounded away
+    assert pred["mean_tpot_ms"] > 9e11 and abs(pred["min_ttft_ms"] - 7.3) < 1e-3
 
 
 @pytest.mark.parametrize("blocks", [1, 3, 4])
@@ -378,6 +381,7 @@ def test_install_hints_name_the_distribution_the_readme_names() -> None:
     assert name != "aisim"  # PyPI's "aisim" is an unrelated placeholder
     readme = (ROOT / "README.md").read_text()
     for source in ("aisim/plot.py", "aisim/sweep/ray_exec.py"):
-        hints = [ln for ln in (ROOT / source).read_text().splitlines() if "pip install" in ln]
-        assert hints and all(f"{name}[" in h for h in hints), source
+        # every registry install names the distribution ('-e .[x]' is the checkout form)
+        named = re.findall(r"pip install '([^'.][^'\[]*)\[", (ROOT / source).read_text())
+        assert named and set(named) == {name}, (source, named)
         assert f"pip install '{name}[" in readme
