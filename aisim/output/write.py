@@ -29,7 +29,9 @@ OUTPUT_NAMES = ("prediction.json", "requests.jsonl", "requests.parquet", "predic
                 "summary.parquet", "passes.parquet")
 HOST_FIELDS = ("wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s")
 STAGING_PREFIX = ".aisim-staging-"
-ROW_GROUP = 1 << 17  # requests.parquet rows per row group (~30 MB of columns buffered)
+# requests.parquet rows per row group: pyarrow's own default, so the streamed file has the
+# bytes pq.write_table gives the whole table (one row group per 1,048,576 rows)
+ROW_GROUP = 1 << 20
 # stands in for the per_request array while the rest of prediction.json is rendered
 _PLACEHOLDER = "\0aisim per_request\0"
 
@@ -298,7 +300,9 @@ class RequestsParquet:
                 self.provenance).schema
             self.writer = pq.ParquetWriter(self.path, schema)
         if self.pending:
-            self.writer.write_table(pa.concat_tables(self.pending))
+            # one chunk per column, as a table built whole has: the writer's pages and
+            # dictionaries follow the chunks, so chunked input would change the bytes
+            self.writer.write_table(pa.concat_tables(self.pending).combine_chunks())
         self.pending, self.rows = [], 0
 
     def close(self) -> None:
