@@ -147,7 +147,7 @@ def resolve_role(cfg, role: str) -> EngineSpec:
     eng = cfg.engine
     worker = eng.workers[role]
     base = Path(cfg.source_path).parent if cfg.source_path else None
-    model = load_model(eng.model, base_dir=base)
+    model = load_model(eng.model, f"{cfg.source_path}: engine.model", base)
     par = worker.parallelism
     wpath = f"engine.workers.{role}"
     if model.num_attention_heads % par.tensor != 0:
