@@ -219,8 +219,6 @@ def test_streamed_parquet_has_the_bytes_of_the_whole_table(tmp_path: Path) -> No
     assert (tmp_path / "requests.parquet").read_bytes() == whole
 
 
-# --------------------------------------------------------------------------- interrupts (4, 5)
-
 # --------------------------------------------------------------------------- bounds (6, 7, 9)
 
 
