@@ -269,15 +269,11 @@ def probe_sweeps(pr: Probe) -> None:
                             (2, signal.SIGTERM, "SIGTERM")):
         out = pr.work / f"sweep-j{jobs}-{name}"
         shutil.rmtree(out, ignore_errors=True)
-        seen: dict = {}
 
-        def ready(t, _pid, out=out, seen=seen):
-            pts = list((out / "points").glob("*.json")) if (out / "points").exists() else []
-            return len(pts) >= 1 and t > 1.0
+        def ready(t, _pid, out=out):
+            return t > 1.0 and any((out / "points").glob("*.json"))
 
-        p0 = time.monotonic()
         r = interrupt_when(sweep_args(pr, out, jobs, values), ready, sig=sig)
-        del seen, p0
         orphans = r["orphans"]
         pts = [json.loads(p.read_text()) for p in (out / "points").glob("*.json")]
         failed = sum(1 for p in pts if p["status"] != "ok")

@@ -229,6 +229,7 @@ def test_streamed_parquet_has_the_bytes_of_the_whole_table(tmp_path: Path) -> No
     (f"{W}.parallelism.replicas=2147483648", "parallelism.replicas"),
     ("traffic.stop.requests=3000000000", "traffic.stop.requests"),
     (f"{W}.kv_cache.capacity.blocks=2000000000", "GiB"),
+    ("traffic.stop.requests=2000000000", "grows with traffic.stop.requests"),
     (f"{W}.timing.decode_ms=1.0e+13", "timing.decode_ms"),
     (f"{W}.timing.prefill_ms=9.3e+12", "a pass can last"),
 ])

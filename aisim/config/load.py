@@ -120,7 +120,7 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def parse_yaml(text: str, source: str) -> Any:
+def parse_yaml(text: str, source: str, what: str = "YAML") -> Any:
     """YAML text -> Python object with ``yaml.SafeLoader``; a duplicated key is an error.
 
     AISimulate silently keeps the last of two equal keys; aisim refuses, because the first
@@ -149,7 +149,7 @@ def parse_yaml(text: str, source: str) -> Any:
             )
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: invalid YAML: {_yaml_problem(exc)}") from None
+        raise ConfigError(f"{source}: invalid {what}: {_yaml_problem(exc)}") from None
     finally:
         loader.dispose()
 
@@ -207,11 +207,8 @@ def apply_overrides(
             raise ConfigError(
                 f"{source}: --set {_quoted(flag)}: '{keys[0]}' is not part of a predict config"
             )
-        try:
-            value = parse_yaml(text, f"{source}: --set {_quoted(flag)}") if text.strip() else None
-        except ConfigError as exc:
-            raise ConfigError(str(exc.message).replace("invalid YAML:", "invalid YAML value:")
-                              ) from None
+        value = (parse_yaml(text, f"{source}: --set {_quoted(flag)}", what="YAML value")
+                 if text.strip() else None)
         _set_path(result, keys, value, flag, source)
     return result
 

@@ -35,21 +35,26 @@ def machine_memory_bytes() -> int:
     return total
 
 
-def _state_bytes(dims: dict[str, int]) -> tuple[int, str]:
-    """Bytes of every state array one aggregated run allocates (aisim.state.allocate), and
-    the largest array's name."""
+def _state_fields() -> list:
+    """Every array one aggregated run allocates (aisim.state.allocate)."""
     from aisim import state as st
 
-    total, largest, name = 0, 0, ""
-    for fields in (st.REQUEST_FIELDS, st.RANK_FIELDS, st.BLOCK_FIELDS, st.WORKER_FIELDS,
-                   st.STATS_FIELDS, st.LOG_FIELDS):
-        for f in fields:
-            size = math.prod(st._eval_dim(part, dims) for part in f.shape.split(","))
-            nbytes = size * _itemsize(f.dtype)
-            total += nbytes
-            if nbytes > largest:
-                largest, name = nbytes, f.name
-    return total, name
+    return [f for fields in (st.REQUEST_FIELDS, st.RANK_FIELDS, st.BLOCK_FIELDS,
+                             st.WORKER_FIELDS, st.STATS_FIELDS, st.LOG_FIELDS) for f in fields]
+
+
+def _state_bytes(dims: dict[str, int]) -> tuple[int, object]:
+    """Bytes of the state arrays of a run of these dimensions, and the largest array."""
+    from aisim import state as st
+
+    total, largest, biggest = 0, -1, None
+    for f in _state_fields():
+        size = math.prod(st._eval_dim(part, dims) for part in f.shape.split(","))
+        nbytes = size * _itemsize(f.dtype)
+        total += nbytes
+        if nbytes > largest:
+            largest, biggest = nbytes, f
+    return total, biggest
 
 
 def _itemsize(dtype) -> int:
@@ -58,10 +63,11 @@ def _itemsize(dtype) -> int:
     return np.dtype(dtype).itemsize
 
 
-# which config field sets each dimension of the state, for the message
-_DIM_FIELDS = {"N": "requests", "R": "parallelism.replicas", "B": "kv_cache.capacity.blocks",
-               "S": "scheduler.max_sequences", "K": "request length", "M": "kv_cache.capacity"
-               ".blocks"}
+# which config field sets each dimension of the state, for the message (N: the request count,
+# named by the caller)
+_DIM_FIELDS = {"R": "parallelism.replicas", "B": "kv_cache.capacity.blocks",
+               "S": "scheduler.max_sequences", "K": "request length",
+               "M": "kv_cache.capacity.blocks"}  # M: the block hash map, 2x the blocks
 
 
 def check_state_fits(spec, n_requests: int, longest_tokens: int, where: str,
@@ -102,23 +108,19 @@ def check_state_fits(spec, n_requests: int, longest_tokens: int, where: str,
     need, largest = _state_bytes(dims)
     have = machine_memory_bytes()
     if need > have:
+        driver = _driver(largest, requests_field)
         raise ConfigError(
             f"{where}: {role}: the simulation state would need {need / 2**30:,.1f} GiB (its "
-            f"largest array, {largest}, grows with {_largest_driver(largest)}) but this "
-            f"machine has {have / 2**30:,.1f} GiB; lower {_largest_driver(largest)}")
+            f"largest array, {largest.name}, grows with {driver}) but this machine has "
+            f"{have / 2**30:,.1f} GiB; lower {driver}")
 
 
-def _largest_driver(array: str) -> str:
-    from aisim import state as st
-
-    for fields in (st.REQUEST_FIELDS, st.RANK_FIELDS, st.BLOCK_FIELDS, st.WORKER_FIELDS,
-                   st.STATS_FIELDS, st.LOG_FIELDS):
-        for f in fields:
-            if f.name == array:
-                dims = [d for part in f.shape.split(",") for d in part.split("*")]
-                named = [_DIM_FIELDS[d] for d in dims if d in _DIM_FIELDS]
-                return " x ".join(dict.fromkeys(named)) or "the deployment"
-    return "the deployment"
+def _driver(field, requests_field: str) -> str:
+    """The config fields a state array's size grows with, for the message."""
+    dims = [d for part in field.shape.split(",") for d in part.split("*")]
+    fields = dict(_DIM_FIELDS, N=requests_field)
+    named = [fields[d] for d in dims if d in fields]
+    return " x ".join(dict.fromkeys(named)) or "the deployment"
 
 
 def check_pass_time(spec, where: str) -> None:

@@ -23,9 +23,8 @@ def _opt(x: float) -> float | None:
     return None if x != x else x  # NaN: the event never happened
 
 
-def terminal_order(result) -> np.ndarray:
+def terminal_order(req) -> np.ndarray:
     """Terminal requests sorted by arrival time, then creation index (AISimulate: then uuid)."""
-    req = result.req
     idx = np.nonzero(req.status >= ReqStatus.FINISHED)[0]
     return idx[np.lexsort((idx, req.arrival_ms[idx]))]
 
@@ -70,17 +69,13 @@ class RequestRecords:
         self.run_id = run_id
         self.disaggregated = disaggregated
         if disaggregated:
-            from types import SimpleNamespace
-
             from aisim.engine.pd import merged_requests
 
             self.req = merged_requests(result)
-            self.order = terminal_order(SimpleNamespace(req=self.req))
-            n = len(result.req_d.prompt_len)
         else:
             self.req = result.req
-            self.order = terminal_order(result)
-            n = len(result.req.prompt_len)
+        self.order = terminal_order(self.req)
+        n = len(self.req.prompt_len)
         count = int(result.stats.counters[CNT_LOG]) if result.log is not None else 0
         self.admissions = _Admissions(result.log, count, n)
 

@@ -43,7 +43,8 @@ def prediction_sha256(prediction: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _one_line(exc: OSError) -> str:
+def os_error_text(exc: OSError) -> str:
+    """An OSError as the few words a one-line message quotes (its strerror)."""
     return " ".join((exc.strerror or str(exc)).split())
 
 
@@ -91,7 +92,7 @@ class ResultFolder:
             self.staging = Path(_make_staging(path))
         except OSError as exc:
             self._remove_created()
-            raise AisimError(f"{flag}: cannot write into {path}: {_one_line(exc)}; give a "
+            raise AisimError(f"{flag}: cannot write into {path}: {os_error_text(exc)}; give a "
                              "folder aisim can create files in") from None
 
     def __enter__(self) -> ResultFolder:
@@ -110,7 +111,7 @@ class ResultFolder:
 
         target = self.path / name if name else f"the results into {self.path}"
         kept = "the earlier results are kept" if self.had_results else "nothing was written"
-        why = _one_line(exc)
+        why = os_error_text(exc)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             why += " (the results need more space than the filesystem gives)"
         return AisimError(f"{self.flag}: cannot write {target}: {why}; {kept}")
@@ -331,7 +332,7 @@ def write_file_atomically(path: Path, data: bytes, flag: str) -> None:
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise AisimError(f"{flag}: cannot write {path}: {_one_line(exc)}") from None
+            raise AisimError(f"{flag}: cannot write {path}: {os_error_text(exc)}") from None
         raise
 
 

@@ -61,7 +61,7 @@ def save_point(out_dir: Path, record: dict, requests: bytes | None) -> None:
     """points/<id>.json (the resume marker, written last) and, when captured,
     requests/point_id=<id>/part-0.parquet (a hive-partitioned dataset over the points)."""
     from aisim.errors import AisimError
-    from aisim.output.write import write_file_atomically
+    from aisim.output.write import os_error_text, write_file_atomically
 
     path = point_file(out_dir, record["point_id"])
     try:
@@ -72,6 +72,6 @@ def save_point(out_dir: Path, record: dict, requests: bytes | None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise AisimError(f"--output-dir: cannot write into {out_dir}: "
-                         f"{' '.join(str(exc.strerror or exc).split())}") from None
+                         f"{os_error_text(exc)}") from None
     text = json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
     write_file_atomically(path, text.encode(), "--output-dir")

@@ -13,6 +13,7 @@ not failures), no sweep.parquet is written, and rerunning the same command resum
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -76,8 +77,10 @@ def run_sweep(base: str, points: list[Point], out_dir: Path | None = None, *,
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise AisimError(f"--output-dir: cannot create {out_dir}: "
-                             f"{' '.join(str(exc.strerror or exc).split())}") from None
+            from aisim.output.write import os_error_text
+
+            raise AisimError(f"--output-dir: cannot create {out_dir}: {os_error_text(exc)}"
+                             ) from None
     if skipped:
         note(f"resuming the sweep in {out_dir}: {skipped} of {len(points)} points finished "
              f"there before are skipped, {len(tasks)} to run")
@@ -217,7 +220,7 @@ class _Worker:
             conn.send(run_point(task))
 
     def stop(self) -> None:
-        with _suppress():
+        with contextlib.suppress(OSError):
             self.conn.close()
         if self.process.is_alive():
             self.process.terminate()
@@ -225,12 +228,6 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()
         self.process.join()
-
-
-def _suppress():
-    import contextlib
-
-    return contextlib.suppress(OSError)
 
 
 def _die_with_parent() -> None:
