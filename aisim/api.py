@@ -6,13 +6,20 @@
     t = aisim.sweep("dense-vllm.yaml", grid={"traffic.load.concurrency": [1, 8, 64]}, jobs=2)
     t.to_pandas()
 
-`config` is a path, a YAML string or a dict of the AISimulate-style config.
+`config` is a path, a YAML string or a dict of the AISimulate-style config; `overrides` is a
+list of `"PATH=YAML_VALUE"` strings (as `--set` takes them) or a dict `{path: value}`.
+`r.requests` and `r.passes` exist only when asked for (`capture_requests=True`,
+`capture_passes=True`); otherwise they are None, with a warning saying how to capture them.
+
+Ctrl-C during a prediction raises KeyboardInterrupt at once; the compiled kernel it interrupted
+cannot be stopped and finishes in a background thread, its results discarded.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,24 +30,27 @@ class Result:
 
     summary: dict  # the prediction.json fields (host wall-clock ones included, as printed)
     prediction_sha256: str  # hash of the deterministic fields
-    records: list[dict] | None = field(default=None, repr=False)  # requests.jsonl records
+    # requests.jsonl records (aisim.output.records.RequestRecords: iterable, made in batches)
+    records: object = field(default=None, repr=False)
     provenance: dict = field(default_factory=dict)
     _prediction: object = field(default=None, repr=False)
     _passes: object = field(default=None, repr=False)
 
     @property
     def requests(self):
-        """requests table (pyarrow) when captured, else None."""
+        """requests table (pyarrow) when predicted with capture_requests=True, else None."""
         if self.records is None:
+            _not_captured("requests", "capture_requests")
             return None
-        from aisim.output.write import requests_table
+        from aisim.output.write import requests_tables
 
-        return requests_table(self.records, self.provenance)
+        return requests_tables(self.records, self.provenance)
 
     @property
     def passes(self):
-        """passes table (pyarrow) when captured, else None."""
+        """passes table (pyarrow) when predicted with capture_passes=True, else None."""
         if self._passes is None:
+            _not_captured("passes", "capture_passes")
             return None
         from aisim.output.passes import passes_table
 
@@ -53,15 +63,42 @@ class Result:
         return summary_table(self.summary, self.provenance)
 
     def write(self, out_dir: str | Path, overwrite: bool = False) -> str:
-        """Write prediction.json, summary.parquet and the captured tables; returns the hash."""
-        from aisim.output.write import check_output_dir, write_outputs
+        """Write prediction.json, summary.parquet and the captured tables; returns the hash
+        (which covers the per-request records when they were captured, as the CLI's does)."""
+        from aisim.output.write import ResultFolder, write_outputs
 
-        out_dir = Path(out_dir)
-        check_output_dir(out_dir, overwrite)
-        prediction = dict(self.summary)
-        if self.records is not None:
-            prediction["per_request"] = self.records
-        return write_outputs(out_dir, prediction, self.records, self.provenance, self._passes)
+        with ResultFolder(out_dir, overwrite, flag="out_dir") as folder:
+            return write_outputs(folder, dict(self.summary), self.records, self.provenance,
+                                 self._passes)
+
+
+def _not_captured(table: str, flag: str) -> None:
+    warnings.warn(f"Result.{table} is None: this prediction did not capture it; run "
+                  f"aisim.predict(config, {flag}=True)", stacklevel=3)
+
+
+def override_list(overrides) -> tuple[str, ...]:
+    """`overrides` as `--set` strings: a list of "PATH=YAML_VALUE", or a dict {path: value}."""
+    from aisim.errors import ConfigError
+
+    if overrides is None:
+        return ()
+    if isinstance(overrides, dict):
+        from aisim.sweep.grid import yaml_text
+
+        return tuple(f"{k}={yaml_text(v)}" for k, v in overrides.items())
+    if isinstance(overrides, str):
+        return (overrides,)
+    try:
+        items = tuple(overrides)
+    except TypeError:
+        raise ConfigError(f"overrides: expected a list of 'PATH=VALUE' strings or a dict "
+                          f"{{path: value}}, got {type(overrides).__name__}") from None
+    for o in items:
+        if not isinstance(o, str):
+            raise ConfigError(f"overrides: {o!r} is not a 'PATH=VALUE' string; give strings "
+                              "or a dict {path: value}")
+    return items
 
 
 def _load(config, overrides: tuple[str, ...]):
@@ -96,10 +133,10 @@ def predict(config, *, overrides=(), capture_requests: bool = False,
     from aisim.output.write import prediction_sha256
     from aisim.predict import predict_config, provenance
 
-    overrides = tuple(overrides)
+    overrides = override_list(overrides)
     cfg, digest = _load(config, overrides)
     pred = predict_config(cfg, digest, capture_requests, capture_passes)
-    summary = {k: v for k, v in pred.prediction.items() if k != "per_request"}
+    summary = dict(pred.prediction)
     return Result(summary, prediction_sha256(summary), pred.records, provenance(pred), pred,
                   pred.passes)
 
@@ -129,7 +166,7 @@ def sweep(config, grid=None, *, sweep_file=None, out_dir=None, jobs: int = 1,
     out = Path(out_dir) if out_dir is not None else None
     base = _base_path(config, out)
     bar = Progress(0) if progress else None
-    return run_sweep(base, expand(dims), out, base_overrides=tuple(overrides), jobs=jobs,
+    return run_sweep(base, expand(dims), out, base_overrides=override_list(overrides), jobs=jobs,
                      executor=executor, ray_address=ray_address,
                      capture_requests=capture_requests, progress=bar)
 

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -12,7 +14,56 @@ import click
 from aisim import __version__
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _raise_terminated(signum, frame) -> None:
+    from aisim.errors import Terminated
+
+    raise Terminated()
+
+
+class _Commands(click.Group):
+    """Ctrl-C and SIGTERM end every command with one line and the shell's exit code (130 /
+    143); whatever a command had staged is removed on the way out (aisim.output.write)."""
+
+    def invoke(self, ctx):
+        from aisim.errors import Interrupted, interrupt_signal
+
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        try:
+            return super().invoke(ctx)
+        except Interrupted as err:  # a sweep says how far it got
+            _stop(err)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except (Exception, RecursionError) as exc:
+            if os.environ.get("AISIM_TRACEBACK"):
+                raise
+            # a bug, not bad input: still one line (AISIM_TRACEBACK=1 shows where it happened)
+            from aisim.errors import InternalError
+
+            raise InternalError(exc) from None
+        except KeyboardInterrupt as exc:
+            _stop(Interrupted(interrupt_signal(exc), "nothing was written"))
+        finally:
+            if previous is not None:  # in-process callers (tests, notebooks) keep their own
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(err) -> None:
+    """An interrupted command ends at once: its one line, then the process exits without the
+    interpreter's teardown (~0.5 s with numba and pyarrow loaded), and without waiting for a
+    compiled kernel the interrupt left running in the background. Inside a test runner only
+    the latter ends the process; otherwise the error is raised as usual."""
+    from aisim.engine.interruptible import abandoned
+
+    if abandoned() or not _in_process():
+        err.show()
+        _exit_now(err.exit_code)
+    raise err from None
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="aisim")
 def main() -> None:
     """GPU-free simulator of LLM inference serving (AISimulate-compatible configs)."""
@@ -29,8 +80,8 @@ def _config_options(f):
 
 @main.command()
 @_config_options
-@click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
-              default=None, help="Write prediction.json (and per-request files) here.")
+@click.option("--output-dir", "-o", type=click.Path(file_okay=False), default=None,
+              help="Write prediction.json (and per-request files) here.")
 @click.option("--overwrite", is_flag=True, help="Replace aisim's files in --output-dir.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
               show_default=True, help="What to print on stdout.")
@@ -40,27 +91,36 @@ def _config_options(f):
               help="Also write passes.parquet (one row per scheduler pass per rank).")
 @click.option("--summary-parquet", is_flag=True,
               help="Also write summary.parquet (implied by either capture flag).")
-def predict(config_path: str, overrides: tuple[str, ...], output_dir: Path | None,
+def predict(config_path: str, overrides: tuple[str, ...], output_dir: str | None,
             overwrite: bool, fmt: str, capture_per_request: bool, capture_passes: bool,
             summary_parquet: bool) -> None:
     """Simulate one deployment and report TTFT, TPOT, ITL, E2E latency and throughput."""
-    from aisim.errors import NoRequestsCompleted
-    from aisim.output.write import check_output_dir, prediction_sha256, write_outputs
-    from aisim.predict import provenance, run_prediction, summary_json
+    from contextlib import nullcontext
 
-    if output_dir is not None:
-        check_output_dir(output_dir, overwrite)
-    _note_cold_cache()
-    if capture_passes and output_dir is None:
-        raise click.UsageError("--capture-passes needs --output-dir (passes.parquet goes there)")
-    pred = run_prediction(config_path, overrides, capture=capture_per_request,
-                          capture_passes=capture_passes)
-    if output_dir is not None:
-        digest = write_outputs(output_dir, pred.prediction, pred.records, provenance(pred),
-                               pred.passes,
-                               summary=summary_parquet or capture_per_request or capture_passes)
-    else:
-        digest = prediction_sha256(pred.prediction)
+    from aisim.config import load_config
+    from aisim.errors import ConfigError, NoRequestsCompleted
+    from aisim.output.write import ResultFolder, prediction_sha256, write_outputs
+    from aisim.predict import config_sha256, predict_config, provenance, summary_json
+
+    if output_dir is None:
+        for flag, given, what in (
+                ("--capture-per-request", capture_per_request, "requests.jsonl and "
+                 "requests.parquet"), ("--capture-passes", capture_passes, "passes.parquet"),
+                ("--summary-parquet", summary_parquet, "summary.parquet")):
+            if given:
+                raise ConfigError(f"{flag} needs --output-dir DIR ({what} go there)")
+    cfg = load_config(config_path, overrides)
+    folder = ResultFolder(output_dir, overwrite) if output_dir is not None else None
+    with folder or nullcontext():
+        _note_cold_cache()
+        pred = predict_config(cfg, config_sha256(config_path, overrides),
+                              capture=capture_per_request, capture_passes=capture_passes)
+        if folder is not None:
+            digest = write_outputs(folder, pred.prediction, pred.records, provenance(pred),
+                                   pred.passes, summary=summary_parquet or capture_per_request
+                                   or capture_passes)
+        else:
+            digest = prediction_sha256(pred.prediction)
     if fmt == "json":
         click.echo(summary_json(pred, digest))
     else:
@@ -69,7 +129,7 @@ def predict(config_path: str, overrides: tuple[str, ...], output_dir: Path | Non
         click.echo(render_table(pred.prediction, pred.spec.role))
         click.echo(f"prediction_sha256: {digest}")
         if output_dir is not None:
-            click.echo(f"Saved full report to: {output_dir / 'prediction.json'}")
+            click.echo(f"Saved full report to: {Path(output_dir) / 'prediction.json'}")
     if pred.prediction.get("completed_requests", 0) == 0:
         raise NoRequestsCompleted(pred.prediction["diagnostic"])
     _fast_exit()
@@ -87,7 +147,7 @@ def predict(config_path: str, overrides: tuple[str, ...], output_dir: Path | Non
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Points run at once on this machine [default: the usable cores].")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
-              show_default=True, help="Where points run (ray needs the aisim[ray] extra).")
+              show_default=True, help="Where points run (ray needs the aisim-serving[ray] extra).")
 @click.option("--ray-address", default=None, metavar="ADDRESS",
               help="Ray cluster to join (e.g. ray://host:10001) [default: start a local one].")
 @click.option("--capture-per-request", is_flag=True,
@@ -114,6 +174,11 @@ def sweep(config_path: str, overrides: tuple[str, ...], grids: tuple[str, ...],
                       capture_requests=capture_per_request, progress=Progress(len(points)))
     failed = sum(1 for s in table.column("status").to_pylist() if s != "ok")
     click.echo(f"{table.num_rows} points ({failed} failed) -> {output_dir / 'sweep.parquet'}")
+    if table.num_rows and failed == table.num_rows:
+        first = table.column("error")[0].as_py()
+        from aisim.errors import RunFailed
+
+        raise RunFailed(f"every point of the sweep failed; the first: {first}")
     _fast_exit()
 
 
@@ -141,10 +206,26 @@ def plot(source: Path, kind: tuple[str, ...], output_dir: Path | None,
 def validate(config_path: str, overrides: tuple[str, ...]) -> None:
     """Check a config without simulating; exit 2 with the first problem."""
     from aisim.config import load_config
-    from aisim.engine.spec import resolve
+    from aisim.engine.spec import no_request_can_complete, resolve
+    from aisim.errors import NoRequestsCompleted
 
     cfg = load_config(config_path, overrides)
-    resolve(cfg)
+    if cfg.engine.mode == "disaggregated":
+        from aisim.engine.pd import resolve_pd
+
+        pdspec = resolve_pd(cfg)
+        specs = [pdspec.prefill, pdspec.decode]
+    else:
+        specs = [resolve(cfg)]
+    for spec in specs:
+        if spec.trace_path is not None:
+            from aisim.traffic_trace import check_trace
+
+            check_trace(spec)
+        reason = no_request_can_complete(cfg, spec)
+        if reason:
+            # the run's own outcome (AISimulate's too): predict writes its outputs, exits 1
+            raise NoRequestsCompleted(f"{config_path}: no request can complete: {reason}")
     click.echo(f"{config_path}: ok")
 
 
@@ -157,13 +238,22 @@ def _note_cold_cache() -> None:
                    "only; a few minutes)...", err=True)
 
 
-def _fast_exit() -> None:
-    # Interpreter teardown with numba loaded costs ~0.1 s; outputs are flushed already.
-    if os.environ.get("AISIM_NO_FAST_EXIT") or "pytest" in sys.modules:
-        return
+def _in_process() -> bool:
+    """Whether the command runs inside a test runner (or AISIM_NO_FAST_EXIT asks for a normal
+    exit), where ending the process would end the caller."""
+    return bool(os.environ.get("AISIM_NO_FAST_EXIT")) or "pytest" in sys.modules
+
+
+def _exit_now(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
+
+
+def _fast_exit() -> None:
+    # Interpreter teardown with numba loaded costs ~0.1 s; outputs are flushed already.
+    if not _in_process():
+        _exit_now(0)
 
 
 @main.group()

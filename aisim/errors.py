@@ -29,6 +29,62 @@ class CapacityError(AisimError):
     """The deployment can never finish a request (e.g. the KV pool cannot hold one)."""
 
 
+class Interrupted(click.ClickException):
+    """Ctrl-C (SIGINT) or SIGTERM stopped the command; nothing half-written was left behind."""
+
+    def __init__(self, signum: int, detail: str = "") -> None:
+        import signal
+
+        name = signal.Signals(signum).name
+        super().__init__(f"interrupted ({name}){'; ' + detail if detail else ''}")
+        self.exit_code = 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+
+    def show(self, file=None) -> None:
+        click.echo(f"aisim: {self.format_message()}", err=True)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be, so both stop a run by the same paths."""
+
+
+def interrupt_signal(exc: BaseException) -> int:
+    """The signal number behind a KeyboardInterrupt (SIGTERM for Terminated)."""
+    import signal
+
+    return signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+
+
+def note(message: str) -> None:
+    """One line on stderr about something aisim did that the user did not spell out (a default
+    it applied, rows it reordered); results are unaffected by whether anyone reads it."""
+    click.echo(f"aisim: note: {' '.join(message.split())}", err=True)
+
+
+class RunFailed(click.ClickException):
+    """The input was fine but the run could not give results (every sweep point failed, a
+    worker process was killed from outside): exit 1, one line."""
+
+    exit_code = 1
+
+    def show(self, file=None) -> None:
+        click.echo(f"aisim: error: {self.format_message()}", err=True)
+
+
+class InternalError(click.ClickException):
+    """An unexpected exception (a bug in aisim): one line and exit 3; AISIM_TRACEBACK=1 lets
+    the traceback through instead."""
+
+    exit_code = 3
+
+    def __init__(self, exc: BaseException) -> None:
+        text = " ".join(str(exc).split())[:300]
+        super().__init__(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+    def show(self, file=None) -> None:
+        click.echo(f"aisim: internal error: {self.format_message()} (rerun with "
+                   "AISIM_TRACEBACK=1 to see where)", err=True)
+
+
 class NoRequestsCompleted(click.ClickException):
     """The run finished but no request completed (AISimulate exits 1 in this case)."""
 

@@ -1,4 +1,4 @@
-"""`aisim plot` (optional extra `aisim[plot]`): figures of a sweep or of one captured run.
+"""`aisim plot` (optional extra `aisim-serving[plot]`): figures of a sweep or of one captured run.
 
 From a sweep (sweep.parquet):
   pareto   output throughput per GPU vs output throughput per user, the Pareto frontier drawn;
@@ -24,7 +24,8 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise AisimError("aisim plot needs matplotlib: pip install 'aisim[plot]'") from None
+        raise AisimError("aisim plot needs matplotlib: pip install 'aisim-serving[plot]' (in a "
+                         "checkout: pip install -e '.[plot]')") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

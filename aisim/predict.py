@@ -31,8 +31,8 @@ _PROVENANCE = {
 
 @dataclass
 class Prediction:
-    prediction: dict
-    records: list[dict] | None
+    prediction: dict  # prediction.json without per_request (the writers stream the records)
+    records: object  # aisim.output.records.RequestRecords when captured, else None
     config_sha256: str
     spec: object
     passes: object = None  # aisim.state.PassLog trimmed to its rows (capture_passes)
@@ -62,7 +62,7 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
     from aisim.engine.run import load_engine, simulate_until_cutoff
     from aisim.engine.spec import resolve
     from aisim.metrics import power_fields, summarize
-    from aisim.output.records import build_records
+    from aisim.output.records import RequestRecords
     from aisim.state import without_run_fields
     from aisim.traffic import synthetic
 
@@ -109,9 +109,7 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
     prediction["wall_time_ms"] = wall_ms
     prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
     prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s
-    records = build_records(result, digest) if capture else None
-    if records is not None:
-        prediction["per_request"] = records
+    records = RequestRecords(result, digest) if capture else None
     passes = None
     if result.passes is not None:
         rows = int(result.passes.count[0])
@@ -176,7 +174,7 @@ def _run_pd_prediction(cfg, digest: str, capture: bool) -> Prediction:
     """run_prediction for engine.mode disaggregated (behaviour.md 10)."""
     from aisim.engine.pd import load_engine_pd, resolve_pd, simulate_pd
     from aisim.metrics import power_fields, summarize_pd
-    from aisim.output.records import build_pd_records
+    from aisim.output.records import RequestRecords
 
     pdspec = resolve_pd(cfg)
     load_engine_pd(pdspec)
@@ -224,9 +222,7 @@ def _run_pd_prediction(cfg, digest: str, capture: bool) -> Prediction:
     prediction["wall_time_ms"] = wall_ms
     prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
     prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s
-    records = build_pd_records(result, digest) if capture else None
-    if records is not None:
-        prediction["per_request"] = records
+    records = RequestRecords(result, digest, disaggregated=True) if capture else None
     return Prediction(prediction, records, digest, pdspec)
 
 

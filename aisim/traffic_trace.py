@@ -14,13 +14,17 @@ line, to name the first bad line (see :func:`_scan_rows`).
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import os
 from typing import NamedTuple
 
 import numpy as np
 
-from aisim.errors import CapacityError, ConfigError, NotAvailableError
+from aisim.config.checks import show
+from aisim.engine.bounds import CLOCK_MS_MAX, TOKENS_MAX, check_state_fits
+from aisim.errors import CapacityError, ConfigError, NotAvailableError, note
 from aisim.traffic import Traffic
 
 _U64_MAX = (1 << 64) - 1
@@ -39,6 +43,42 @@ class TraceRows(NamedTuple):
     output_len: np.ndarray  # int64[N] requested output tokens
     hash_off: np.ndarray  # int64[N + 1] CSR offsets into hash_ids
     hash_ids: np.ndarray  # uint64[H] source block ids
+    line: np.ndarray | None = None  # int64[N] the file line (1-based) of each row
+
+
+def _open_regular(path: str):
+    """The trace file opened for reading; a directory, FIFO or device is refused by name (a
+    FIFO would block for ever, a device never end)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: trace file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the trace: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"{path}: not a regular file; give a JSONL trace file")
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the trace: {exc.strerror}") from None
+
+
+def _row_lines(path: str) -> np.ndarray:
+    """int64[rows]: the 1-based line number of every line holding more than whitespace."""
+    with _open_regular(path) as f:
+        data = np.frombuffer(f.read(), dtype=np.uint8)
+    if len(data) == 0:
+        return np.zeros(0, dtype=np.int64)
+    blank = (data == 0x20) | (data == 0x09) | (data == 0x0D) | (data == 0x0A)
+    ends = np.flatnonzero(data == 0x0A)
+    if len(ends) == 0 or ends[-1] != len(data) - 1:
+        ends = np.append(ends, len(data) - 1)
+    content = np.concatenate(([0], np.cumsum(~blank, dtype=np.int64)))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    filled = content[ends + 1] - content[starts] > 0
+    return np.flatnonzero(filled).astype(np.int64) + 1
 
 
 # --------------------------------------------------------------------------- reading
@@ -46,15 +86,16 @@ class TraceRows(NamedTuple):
 
 def read_trace(path: str, block_size: int) -> TraceRows:
     """Read and check a Mooncake JSONL trace; ConfigError names the file and first bad line."""
+    lines = _row_lines(path)
     try:
         rows = _read_columnar(path, block_size)
+        if len(rows.output_len) != len(lines):
+            raise _NeedsScan  # e.g. two objects on one line: the scan names it
     except _NeedsScan:
-        rows = None
-    if rows is None:
         rows = _scan_rows(path, block_size)  # raises at the first bad line
     if len(rows.output_len) == 0:
         raise ConfigError(f"{path}: the trace holds no request; give a file with rows")
-    return rows
+    return rows._replace(line=lines)
 
 
 class _NeedsScan(Exception):
@@ -99,11 +140,11 @@ def _read_columnar(path: str, block_size: int) -> TraceRows:
             else:
                 out = np.where(missing, vals, out)
                 missing = missing & null
-        return out
+        return out, missing
 
-    out_len = column("output_length", "output_tokens", fill=-1)
-    in_len = column("input_length", "input_tokens", fill=-1)
-    stamp = column("timestamp", "created_time", fill=np.nan)
+    out_len, _ = column("output_length", "output_tokens", fill=-1)
+    in_len, in_missing = column("input_length", "input_tokens", fill=-1)
+    stamp, stamp_missing = column("timestamp", "created_time", fill=0.0)
     hashes = table.column("hash_ids").combine_chunks()
     if hashes.null_count:
         raise _NeedsScan
@@ -111,17 +152,18 @@ def _read_columnar(path: str, block_size: int) -> TraceRows:
     hash_ids = hashes.flatten().to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
     counts = np.diff(hash_off)
     capacity = counts * block_size
-    in_len = np.where(in_len < 0, capacity, in_len)
+    in_len = np.where(in_missing, capacity, in_len)  # a row without a length fills its ids
     bad = (
         (out_len < 1)
+        | (out_len > TOKENS_MAX)
         | (counts == 0)
         | (in_len < 1)
         | (in_len > capacity)
-        | ~np.isfinite(np.where(np.isnan(stamp), 0.0, stamp))
+        | ~np.isfinite(stamp)  # NaN / Infinity literals: the scan refuses them by line
     )
     if n == 0 or bad.any():
         raise _NeedsScan
-    stamp = np.where(np.isnan(stamp), 0.0, stamp)
+    stamp = np.where(stamp_missing, 0.0, stamp)
     return TraceRows(
         stamp.astype(np.float64),
         in_len.astype(np.int64),
@@ -149,7 +191,8 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
     outs: list[int] = []
     offs = [0]
     ids: list[int] = []
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with _open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8",
+                                                       errors="replace") as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -160,6 +203,9 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
                 raise ConfigError(
                     f"{where}: not a JSON object ({exc.msg}); write one JSON object per line"
                 ) from None
+            except RecursionError:
+                raise ConfigError(f"{where}: nested too deeply to be a trace row; write one "
+                                  "flat JSON object per line") from None
             if not isinstance(row, dict):
                 raise ConfigError(f"{where}: each row must be a JSON object")
             for key in _SESSION_KEYS:
@@ -178,14 +224,15 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
                     f"{where}: hash_ids must be a non-empty list of unsigned 64-bit integers"
                 )
             name, out = _field(row, ("output_length", "output_tokens"))
-            if not _is_int(out) or out < 1:
-                raise ConfigError(f"{where}: {name} must be a positive integer (got {out!r})")
+            if not _is_int(out) or not 1 <= out <= TOKENS_MAX:
+                raise ConfigError(f"{where}: {name} must be a positive integer up to "
+                                  f"{TOKENS_MAX} (got {show(out)})")
             capacity = len(h) * block_size
             name, inp = _field(row, ("input_length", "input_tokens"))
             if inp is None:
                 inp = capacity
             if not _is_int(inp) or inp < 1:
-                raise ConfigError(f"{where}: {name} must be a positive integer (got {inp!r})")
+                raise ConfigError(f"{where}: {name} must be a positive integer (got {show(inp)})")
             if inp > capacity:
                 raise ConfigError(
                     f"{where}: {name} {inp} exceeds the {len(h)} hash ids x block_size "
@@ -196,7 +243,8 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
             if ts is None:
                 ts = 0.0
             if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
-                raise ConfigError(f"{where}: {name} must be a number of milliseconds")
+                raise ConfigError(f"{where}: {name} must be a number of milliseconds, finite "
+                                  f"(got {show(ts)})")
             stamps.append(float(ts))
             ins.append(inp)
             outs.append(out)
@@ -272,9 +320,16 @@ def trace_traffic(spec) -> Traffic:
     n = len(rows.output_len)
     if spec.load == "trace_timestamps":
         # requests arrive at their own timestamps, re-based to the earliest, in a stable order
+        # (AISimulate replays out-of-order rows in timestamp order too: said, not refused)
         order = np.argsort(rows.timestamp_ms, kind="stable")
         stamps = rows.timestamp_ms[order]
         arrival = (stamps - stamps[0]) / spec.trace_speedup
+        _check_clock(spec, rows, order, arrival)
+        early = int(np.count_nonzero(rows.timestamp_ms[1:] <
+                                     np.maximum.accumulate(rows.timestamp_ms)[:-1]))
+        if early:
+            note(f"{spec.trace_path}: {early} of {n} rows carry a timestamp earlier than a row "
+                 "above them; requests are replayed in timestamp order")
     else:  # closed loop: file order, arrivals set by the kernel
         order = np.arange(n, dtype=np.int64)
         arrival = np.zeros(n, dtype=np.float64)
@@ -300,7 +355,29 @@ def trace_traffic(spec) -> Traffic:
         pfx_src_tokens=spec.trace_block_size,
     )
     _check_can_finish(spec, traffic)
+    check_state_fits(spec, n, int((prompt + out).max()), spec.trace_path,
+                     f"traffic.source.paths ({n:,} rows)")
     return traffic
+
+
+def check_trace(spec) -> None:
+    """What `aisim validate` checks of a trace: every row readable and valid, every request
+    able to finish on the deployment, timestamps the clock resolves (as a run reads them)."""
+    trace_traffic(spec)
+
+
+def _check_clock(spec, rows: TraceRows, order: np.ndarray, arrival: np.ndarray) -> None:
+    """Arrivals beyond CLOCK_MS_MAX would leave the float ms clock coarser than a
+    nanosecond: pass times would silently shrink or vanish (a 1e300 ms row gets TTFT 0)."""
+    last = len(arrival) - 1
+    if arrival[last] <= CLOCK_MS_MAX:
+        return
+    i = int(order[last])
+    raise ConfigError(
+        f"{spec.trace_path}:{int(rows.line[i])}: timestamp {rows.timestamp_ms[i]:g} ms lies "
+        f"{arrival[last]:g} ms after the earliest row (after the speedup), beyond the "
+        f"{CLOCK_MS_MAX:g} ms (~50 days) the simulated clock resolves to the nanosecond; "
+        "re-base or trim the trace")
 
 
 def _check_can_finish(spec, traffic: Traffic) -> None:
@@ -326,12 +403,4 @@ def _check_can_finish(spec, traffic: Traffic) -> None:
 
 def _line(spec, traffic: Traffic, i: int) -> str:
     """File line of request i (counting blank lines)."""
-    target = int(traffic.row[i])
-    seen = -1
-    with open(spec.trace_path, encoding="utf-8", errors="replace") as f:
-        for line_no, line in enumerate(f, start=1):
-            if line.strip():
-                seen += 1
-                if seen == target:
-                    return str(line_no)
-    return "?"
+    return str(int(_row_lines(spec.trace_path)[int(traffic.row[i])]))

@@ -12,7 +12,7 @@ from aisim.cli import main
 from tests.analysis_configs import OP_LEVEL, PRESSURE
 
 matplotlib = pytest.importorskip(
-    "matplotlib", reason="matplotlib is the aisim[plot] extra (CI installs it with [test])")
+    "matplotlib", reason="matplotlib is the aisim-serving[plot] extra (CI installs it with [test])")
 
 
 def _assert_png_drawn(path: Path, min_px: int = 300) -> None:

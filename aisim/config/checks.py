@@ -20,6 +20,9 @@ from typing import Any
 
 Checker = Callable[[Any, str], Any]
 
+INT64_MAX = 2**63 - 1
+"""Integer fields without a bound of their own are stored as 64-bit integers."""
+
 NOTHING: Any = object()
 """Marker for 'no offending value to show' in :class:`Invalid`."""
 
@@ -81,20 +84,52 @@ def freeze(value: Any) -> Hashable:
 
 
 def show(value: Any, limit: int = 60) -> str:
-    """Render a YAML value for a message: ``null``, ``true``, ``'text'``, ``1.5``, ``{a: 1}``."""
+    """Render a YAML value for a message: ``null``, ``true``, ``'text'``, ``1.5``, ``{a: 1}``.
+
+    Rendering stops once `limit` characters are out, so a huge value (or one that YAML
+    aliases make huge) costs no more than a small one.
+    """
+    parts: list[str] = []
+    _render(value, parts, [limit + 1], limit)
+    text = "".join(parts)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _render(value: Any, parts: list[str], budget: list[int], limit: int) -> None:
+    """Append value's text to parts until budget[0] characters are spent."""
+    if budget[0] <= 0:
+        return
     if value is None:
         text = "null"
     elif isinstance(value, bool):
         text = "true" if value else "false"
     elif isinstance(value, str):
-        text = repr(value)
-    elif isinstance(value, Mapping):
-        text = "{" + ", ".join(f"{k}: {show(v, limit)}" for k, v in value.items()) + "}"
-    elif isinstance(value, list | tuple):
-        text = "[" + ", ".join(show(v, limit) for v in value) + "]"
+        text = repr(value if len(value) <= limit else value[: limit + 1])
+    elif isinstance(value, Mapping | list | tuple):
+        is_map = isinstance(value, Mapping)
+        parts.append("{" if is_map else "[")
+        budget[0] -= 1
+        for i, item in enumerate(value.items() if is_map else value):
+            if budget[0] <= 0:
+                return
+            if i:
+                parts.append(", ")
+                budget[0] -= 2
+            if is_map:
+                k, v = item
+                key = f"{k}: "
+                parts.append(key)
+                budget[0] -= len(key)
+                _render(v, parts, budget, limit)
+            else:
+                _render(item, parts, budget, limit)
+        parts.append("}" if is_map else "]")
+        budget[0] -= 1
+        return
     else:
         text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    parts.append(text)
+    budget[0] -= len(text)
 
 
 def kind(value: Any) -> str:
@@ -174,6 +209,8 @@ def integer(
             raise Invalid(path, what, typed(value), fix)
         if not _in_bounds(value, gt, ge, le):
             raise Invalid(path, what, value)
+        if le is None and value > INT64_MAX:
+            raise Invalid(path, f"must be at most {INT64_MAX} (a 64-bit integer)", value)
         return value
 
     return check

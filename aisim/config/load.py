@@ -22,6 +22,19 @@ from aisim.errors import ConfigError
 REJECTED_OVERRIDE_ROOTS = ("optimization", "optimizer")
 """``--set`` paths under these are rejected (they belong to other AISimulate commands)."""
 
+MAX_CONFIG_BYTES = 4 << 20
+"""A config is a few KB; anything this large is not one (and would be slow to parse)."""
+MAX_VALUES = 1_000_000
+"""Values a config may hold once YAML aliases are expanded: a 1 KB file of nested aliases
+(a "billion laughs") expands to 10^9 values, and every walk over it would hang."""
+MAX_DEPTH = 100
+"""Nesting levels a config may have (real ones have fewer than ten)."""
+
+
+def _quoted(flag: str) -> str:
+    """A --set flag as a message quotes it: at most 80 characters."""
+    return show(flag, 80)
+
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
@@ -68,17 +81,66 @@ def _find_duplicate(
     return None
 
 
-def parse_yaml(text: str, source: str) -> Any:
+def _check_size(node: yaml.Node, source: str) -> None:
+    """Refuse a node graph that expands to more than MAX_VALUES values or nests deeper than
+    MAX_DEPTH; counted over shared (aliased) nodes once each, without recursion."""
+    size: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, int, bool]] = [(node, 1, False)]
+    on_path: set[int] = set()
+    while stack:
+        n, depth, done = stack.pop()
+        key = id(n)
+        children = _children(n)
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            if size[key] > MAX_VALUES:
+                raise ConfigError(
+                    f"{source}: the YAML expands to more than {MAX_VALUES:,} values through "
+                    "its aliases (*name); a config needs far fewer, write the values out")
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise ConfigError(f"{source}: a YAML alias refers to a value that contains it; "
+                              "a config cannot be recursive")
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{source}: the YAML nests deeper than {MAX_DEPTH} levels; a "
+                              "config needs far fewer")
+        on_path.add(key)
+        stack.append((n, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if id(c) not in size)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [c for pair in node.value for c in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def parse_yaml(text: str, source: str, what: str = "YAML") -> Any:
     """YAML text -> Python object with ``yaml.SafeLoader``; a duplicated key is an error.
 
     AISimulate silently keeps the last of two equal keys; aisim refuses, because the first
-    value is then lost without a word.
+    value is then lost without a word. The text, the values it expands to and its nesting are
+    bounded (MAX_CONFIG_BYTES, MAX_VALUES, MAX_DEPTH), so no input makes the loader or an
+    error message walk for ever.
     """
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: {len(text):,} characters is not a config (the limit is "
+                          f"{MAX_CONFIG_BYTES:,}); give the YAML config file")
     loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise ConfigError(f"{source}: the YAML nests deeper than {MAX_DEPTH} levels; a "
+                              "config needs far fewer") from None
         if node is None:
             return None
+        _check_size(node, source)
         dup = _find_duplicate(node, "")
         if dup:
             raise ConfigError(
@@ -87,7 +149,7 @@ def parse_yaml(text: str, source: str) -> Any:
             )
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: invalid YAML: {_yaml_problem(exc)}") from None
+        raise ConfigError(f"{source}: invalid {what}: {_yaml_problem(exc)}") from None
     finally:
         loader.dispose()
 
@@ -101,8 +163,8 @@ def _set_path(raw: dict[str, Any], keys: list[str], value: Any, flag: str, sourc
         elif not isinstance(nxt, dict):
             crossed = ".".join(keys[: depth + 1])
             raise ConfigError(
-                f"{source}: --set {flag!r}: {crossed} is {show(nxt)}, not a mapping, so it has "
-                "no sub-keys; set the whole value instead"
+                f"{source}: --set {_quoted(flag)}: {crossed} is {show(nxt)}, not a mapping, so "
+                "it has no sub-keys; set the whole value instead"
             )
         node = nxt
     node[keys[-1]] = value
@@ -127,32 +189,36 @@ def apply_overrides(
         path = path.strip()
         if not sep:
             raise ConfigError(
-                f"{source}: --set {flag!r}: expected PATH=YAML_VALUE, "
+                f"{source}: --set {_quoted(flag)}: expected PATH=YAML_VALUE, "
                 "e.g. --set traffic.load.concurrency=32"
             )
         keys = path.split(".")
         if any(not k for k in keys):
             raise ConfigError(
-                f"{source}: --set {flag!r}: the path has an empty key; use dot-separated keys "
-                "such as engine.workers.aggregated.scheduler.max_sequences"
+                f"{source}: --set {_quoted(flag)}: the path has an empty key; use dot-separated "
+                "keys such as engine.workers.aggregated.scheduler.max_sequences"
             )
         if any(k.isdigit() for k in keys):
             raise ConfigError(
-                f"{source}: --set {flag!r}: list indices are not supported; "
+                f"{source}: --set {_quoted(flag)}: list indices are not supported; "
                 "set the whole list instead, e.g. --set 'traffic.source.paths=[a.jsonl]'"
             )
         if keys[0] in REJECTED_OVERRIDE_ROOTS:
             raise ConfigError(
-                f"{source}: --set {flag!r}: '{keys[0]}' is not part of a predict config"
+                f"{source}: --set {_quoted(flag)}: '{keys[0]}' is not part of a predict config"
             )
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(
-                f"{source}: --set {flag!r}: invalid YAML value: {_yaml_problem(exc)}"
-            ) from None
+        value = (parse_yaml(text, f"{source}: --set {_quoted(flag)}", what="YAML value")
+                 if text.strip() else None)
         _set_path(result, keys, value, flag, source)
     return result
+
+
+def _note_defaults(raw: Mapping[str, Any], source: str) -> None:
+    if isinstance(raw, Mapping) and "traffic" not in raw:
+        from aisim.errors import note
+
+        note(f"{source} has no traffic: section, so it runs AISimulate's default workload: 100 "
+             "synthetic requests of 1024 prompt and 128 output tokens at concurrency 10")
 
 
 def parse_config(
@@ -167,9 +233,11 @@ def parse_config(
         src = Path(source)
         base_dir = src.parent if src.is_file() else Path.cwd()
     try:
-        return build_config(raw, source, Path(base_dir))
+        cfg = build_config(raw, source, Path(base_dir))
     except Invalid as exc:
         raise ConfigError(exc.line(source)) from None
+    _note_defaults(raw, source)
+    return cfg
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:

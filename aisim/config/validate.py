@@ -99,7 +99,7 @@ def _trace(v: dict[str, Any], raw: Mapping[str, Any], path: str, ctx: Ctx) -> No
         if not full.is_file():
             raise Invalid(
                 f"{path}.paths[{i}]",
-                "trace file not found",
+                "is not a regular file" if full.exists() else "trace file not found",
                 str(full),
                 "relative paths are read from the config file's folder",
             )

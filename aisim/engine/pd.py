@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from aisim import state as st
+from aisim.engine.interruptible import run_kernel
 from aisim.engine.run import traffic_inputs
 from aisim.engine.spec import EngineSpec, resolve_role
 from aisim.errors import CapacityError, NotAvailableError
@@ -141,7 +142,8 @@ def _run(
         req_d.no_stats[:] = no_stats  # decode workers stream every client-visible token gap
     pd = st.allocate_pd(n, sd.num_ranks, sd.replicas, sp.replicas)
     (plan_p, memo_p), (plan_d, memo_d) = plans
-    code, where = run_disaggregated(
+    code, where = run_kernel(
+        run_disaggregated,
         pd,
         pdspec.transfer,
         stats,

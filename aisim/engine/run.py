@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from aisim import state as st
+from aisim.engine.interruptible import run_kernel
 from aisim.engine.spec import EngineSpec
 from aisim.errors import CapacityError
 from aisim.traffic import Traffic
@@ -33,12 +34,13 @@ def load_engine(spec: EngineSpec) -> None:
     from aisim.kernels.loop import run_aggregated
 
     state = st.allocate(0, 1, 1, 1, 1, 1, 1, spec.block_size)
-    run_aggregated(spec.kernel_params(False)._replace(max_seqs=1, num_blocks=1, num_workers=1,
-                                                      dp_size=1),
-                   *state, st.prefix_keys(np.zeros(0, np.uint64), 0, 1, 1),
-                   st.placeholder_plan(),
-                   st.allocate_memo(1, 16), st.allocate_mtp(spec.nextn, spec.nextn_accepted, 1),
-                   st.allocate_passlog(1))
+    run_kernel(run_aggregated,
+               spec.kernel_params(False)._replace(max_seqs=1, num_blocks=1, num_workers=1,
+                                                  dp_size=1),
+               *state, st.prefix_keys(np.zeros(0, np.uint64), 0, 1, 1),
+               st.placeholder_plan(),
+               st.allocate_memo(1, 16), st.allocate_mtp(spec.nextn, spec.nextn_accepted, 1),
+               st.allocate_passlog(1))
 
 
 def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
@@ -87,8 +89,8 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         plog = st.allocate_passlog(pass_rows)
         if spec.timing == "op_level":
             reset_accumulators(memo)
-        code, where = run_aggregated(params._replace(max_seqs=max_running), req, ranks, blocks,
-                                     workers, stats, log, keys, arrays, memo, mtp, plog)
+        code, where = run_kernel(run_aggregated, params._replace(max_seqs=max_running), req,
+                                 ranks, blocks, workers, stats, log, keys, arrays, memo, mtp, plog)
         if code == RunResult.LOG_FULL:
             log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
             continue

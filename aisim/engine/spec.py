@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from aisim.engine.bounds import check_pass_time, check_state_fits
 from aisim.errors import CapacityError, ConfigError, NotAvailableError
 from aisim.kernels.codes import Backend, Clock, LoadKind, TimingKind
 from aisim.models import ModelArch, load_model
@@ -146,7 +147,7 @@ def resolve_role(cfg, role: str) -> EngineSpec:
     eng = cfg.engine
     worker = eng.workers[role]
     base = Path(cfg.source_path).parent if cfg.source_path else None
-    model = load_model(eng.model, base_dir=base)
+    model = load_model(eng.model, f"{cfg.source_path}: engine.model", base)
     par = worker.parallelism
     wpath = f"engine.workers.{role}"
     if model.num_attention_heads % par.tensor != 0:
@@ -214,9 +215,23 @@ def resolve_role(cfg, role: str) -> EngineSpec:
         nextn_accepted=eng.nextn_accepted,
         kv_precision=kv_precision,
     )
+    check_pass_time(spec, cfg.source_path)
     if spec.trace_path is None:
         _check_can_finish(cfg, spec)  # traces check each request once loaded (traffic_trace)
+        check_state_fits(spec, spec.num_requests, spec.input_tokens + _output_tokens(spec),
+                         cfg.source_path, "traffic.stop.requests")
     return spec
+
+
+def _output_tokens(spec: EngineSpec) -> int:
+    """Tokens a synthetic request emits: truncated to the context, clamped to the TRT-LLM pool
+    (as aisim.traffic.synthetic does, in Python integers)."""
+    p, o = spec.input_tokens, spec.output_tokens
+    if spec.max_model_len is not None and p < spec.max_model_len:
+        o = min(o, spec.max_model_len - p)
+    if spec.backend == "trtllm":
+        o = min(o, spec.num_blocks * spec.block_size - p)
+    return max(o, 0)
 
 
 def _trace_fields(cfg) -> dict:
@@ -282,6 +297,24 @@ def _fixed_blocks(cfg, kvc, model: ModelArch, tensor: int, path: str) -> int:
             f"{cfg.source_path}: {path}.bytes: {cap.bytes} bytes hold no block of "
             f"{kvc.block_size} tokens x {bpt} bytes; raise the capacity")
     return blocks
+
+
+def no_request_can_complete(cfg, spec: EngineSpec) -> str | None:
+    """Why no request of a synthetic workload can complete (each is rejected at admission),
+    or None. Such a run is simulated as AISimulate does it (outputs written, exit 1);
+    `aisim validate` says so up front with this reason."""
+    if spec.trace_path is not None or spec.role == "decode":
+        return None
+    wpath = f"engine.workers.{spec.role}"
+    p, bs = spec.input_tokens, spec.block_size
+    if spec.max_model_len is not None and p >= spec.max_model_len:
+        return (f"engine.context_length: every {p}-token prompt reaches the "
+                f"{spec.max_model_len}-token context, so each request is rejected")
+    if spec.backend == "vllm" and -(-p // bs) > spec.num_blocks:
+        return (f"{wpath}.kv_cache.capacity.blocks: every {p}-token prompt needs "
+                f"{-(-p // bs)} KV blocks of {bs} tokens but a rank has {spec.num_blocks}, so "
+                "each request is rejected at admission; raise the capacity")
+    return None
 
 
 def _check_can_finish(cfg, spec: EngineSpec) -> None:

@@ -1,40 +1,214 @@
-"""Per-request records (behaviour.md 12.3) as JSON objects and as an Arrow table."""
+"""Per-request records (behaviour.md 12.3) as JSON objects and as an Arrow table.
+
+The records are made from the result arrays a batch at a time (:class:`RequestRecords`): a
+record as a dict costs ~14 KB, so a million of them at once would need ~14 GB; the writers
+stream them to requests.jsonl, requests.parquet and prediction.json batch by batch.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import uuid as uuidlib
+from collections.abc import Iterator
 
 import numpy as np
 
 from aisim.kernels.codes import CNT_LOG, ReqStatus
 
 _STATUS_NAMES = {int(ReqStatus.FINISHED): "completed", int(ReqStatus.REJECTED): "rejected"}
+BATCH = 4096  # records made at once: ~60 MB of dicts
 
 
 def _opt(x: float) -> float | None:
-    return None if np.isnan(x) else float(x)
+    return None if x != x else x  # NaN: the event never happened
 
 
-def terminal_order(result) -> np.ndarray:
+def terminal_order(req) -> np.ndarray:
     """Terminal requests sorted by arrival time, then creation index (AISimulate: then uuid)."""
-    req = result.req
     idx = np.nonzero(req.status >= ReqStatus.FINISHED)[0]
     return idx[np.lexsort((idx, req.arrival_ms[idx]))]
 
 
-def _admissions(result) -> list[list[tuple[float, int, bool]]]:
-    n = len(result.req.prompt_len)
-    hist: list[list[tuple[float, int, bool]]] = [[] for _ in range(n)]
-    log = result.log
-    if log is None:
-        return hist
-    count = int(result.stats.counters[CNT_LOG])
-    for q, at, reused, readmit in zip(log.req[:count].tolist(), log.at_ms[:count].tolist(),
-                                      log.reused[:count].tolist(), log.readmit[:count].tolist(),
-                                      strict=True):
-        hist[q].append((at, reused, readmit))
-    return hist
+class _Admissions:
+    """Each request's admission-log entries in log order, without a Python list per request."""
+
+    def __init__(self, log, count: int, n: int) -> None:
+        self.log = log
+        if log is None:
+            self.order = np.zeros(0, dtype=np.int64)
+            self.offsets = np.zeros(n + 1, dtype=np.int64)
+            return
+        req = log.req[:count]
+        self.order = np.argsort(req, kind="stable")
+        self.offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(req, minlength=n), out=self.offsets[1:])
+
+    def batch(self, idx: np.ndarray) -> list[list[tuple]]:
+        """[(at_ms, reused, readmit, pool), ...] for each request of idx."""
+        if self.log is None:
+            return [[] for _ in range(len(idx))]
+        lo, hi = self.offsets[idx], self.offsets[idx + 1]
+        rows = self.order[np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)])
+                          if len(idx) else np.zeros(0, dtype=np.int64)]
+        entries = list(zip(self.log.at_ms[rows].tolist(), self.log.reused[rows].tolist(),
+                           self.log.readmit[rows].tolist(), self.log.pool[rows].tolist(),
+                           strict=True))
+        out, k = [], 0
+        for m in (hi - lo).tolist():
+            out.append(entries[k:k + m])
+            k += m
+        return out
+
+
+class RequestRecords:
+    """The records of one run's terminal requests, in AISimulate's order; iterable (one dict
+    at a time) and `batches()` (lists of at most BATCH dicts). Nothing is held but the arrays."""
+
+    def __init__(self, result, run_id: str, disaggregated: bool = False) -> None:
+        self.result = result
+        self.run_id = run_id
+        self.disaggregated = disaggregated
+        if disaggregated:
+            from aisim.engine.pd import merged_requests
+
+            self.req = merged_requests(result)
+        else:
+            self.req = result.req
+        self.order = terminal_order(self.req)
+        n = len(self.req.prompt_len)
+        count = int(result.stats.counters[CNT_LOG]) if result.log is not None else 0
+        self.admissions = _Admissions(result.log, count, n)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __iter__(self) -> Iterator[dict]:
+        for batch in self.batches():
+            yield from batch
+
+    def batches(self, size: int = BATCH) -> Iterator[list[dict]]:
+        make = self._pd_batch if self.disaggregated else self._batch
+        for start in range(0, len(self.order), size):
+            yield make(self.order[start:start + size])
+
+    def _common(self, idx: np.ndarray) -> list[dict]:
+        """The fields both modes fill the same way, one dict per request of idx."""
+        req = self.req
+        traffic = self.result.traffic
+        rows = []
+        for (i, n_out, arrival, first, last, second, n_adm, status, terminal, prompt, requested,
+             reused_first) in zip(
+                idx.tolist(), req.num_generated[idx].tolist(), req.arrival_ms[idx].tolist(),
+                req.first_token_ms[idx].tolist(), req.last_token_ms[idx].tolist(),
+                req.second_token_ms[idx].tolist(), req.num_admissions[idx].tolist(),
+                req.status[idx].tolist(), req.terminal_ms[idx].tolist(),
+                req.prompt_len[idx].tolist(), traffic.requested_output_len[idx].tolist(),
+                req.reused_first[idx].tolist(), strict=True):
+            first, last, second = _opt(first), _opt(last), _opt(second)
+            rows.append({
+                "admission_count": n_adm,
+                "arrival_time_ms": arrival,
+                "dispatched_at_ms": None,
+                "e2e_latency_ms": None if last is None else last - arrival,
+                "first_admission_reused_input_tokens": reused_first,
+                "first_token_ms": first,
+                "input_length": prompt,
+                "itl_ms": (last - first) / (n_out - 1) if n_out >= 2 else None,
+                "last_token_ms": last,
+                "output_length": n_out,
+                "pressure_record_ordinals": [],
+                "requested_output_length": requested,
+                "session_id": session_id(traffic, i),
+                "terminal_status": _STATUS_NAMES.get(status, "failed"),
+                "terminal_time_ms": terminal,
+                "ttft_ms": None if first is None else first - arrival,
+                "ttst_ms": None if second is None else second - first,
+                "turn_index": 0,
+                "uuid": request_uuid(self.run_id, i),
+            })
+        return rows
+
+    def _batch(self, idx: np.ndarray) -> list[dict]:
+        req = self.req
+        dp = self.result.spec.dp_size
+        rows = self._common(idx)
+        for row, hist, r, first_admit, reused_max in zip(
+                rows, self.admissions.batch(idx), req.rank[idx].tolist(),
+                req.first_admit_ms[idx].tolist(), req.reused_max[idx].tolist(), strict=True):
+            n_adm = row["admission_count"]
+            row.update({
+                "admission_history": [
+                    {"admission_ordinal": k, "at_ms": at, "is_readmission": readmit,
+                     "pool": "agg", "pool_admission_ordinal": k, "reused_input_tokens": reused}
+                    for k, (at, reused, readmit, _pool) in enumerate(hist)],
+                "decode_admit_ms": None,
+                "decode_reused_input_tokens": None,
+                "decode_route_overlap_tokens": None,
+                "decode_worker_idx": r,
+                "destination_activated_ms": None,
+                "destination_reserved_ms": None,
+                "first_admit_ms": _opt(first_admit),
+                "prefill_admit_ms": None,
+                "prefill_route_overlap_tokens": None,
+                "prefill_worker_idx": None,
+                "readmission_count": max(0, n_adm - 1),
+                "reused_input_tokens": reused_max,
+                "routing_history": [_route("agg", r, dp)],
+                "source_held_ms": None,
+                "source_released_ms": None,
+            })
+        return rows
+
+    def _pd_batch(self, idx: np.ndarray) -> list[dict]:
+        """Records of a disaggregated run, with the P/D timestamps of behaviour.md 10.2."""
+        result = self.result
+        rp, rd, pd = result.req_p, result.req_d, result.pd
+        spec = result.spec
+        rows = self._common(idx)
+        for row, hist, r_p, r_d, p_admit, d_admit, d_reused, p_reused, activated, reserved, \
+                held, released in zip(
+                    rows, self.admissions.batch(idx), rp.rank[idx].tolist(),
+                    rd.rank[idx].tolist(), rp.first_admit_ms[idx].tolist(),
+                    rd.first_admit_ms[idx].tolist(), rd.reused_max[idx].tolist(),
+                    rp.reused_max[idx].tolist(), pd.activated_ms[idx].tolist(),
+                    pd.reserved_ms[idx].tolist(), pd.held_ms[idx].tolist(),
+                    pd.released_ms[idx].tolist(), strict=True):
+            per_pool = {1: 0, 2: 0}
+            admissions = []
+            for k, (at, reused, readmit, pool) in enumerate(hist):
+                admissions.append({"admission_ordinal": k, "at_ms": at, "is_readmission": readmit,
+                                   "pool": _POOL_NAMES[pool],
+                                   "pool_admission_ordinal": per_pool.get(pool, 0),
+                                   "reused_input_tokens": reused})
+                per_pool[pool] = per_pool.get(pool, 0) + 1
+            routes = []
+            if r_p >= 0:
+                routes.append(_route("prefill", r_p, spec.prefill.dp_size))
+            if r_d >= 0:
+                routes.append(_route("decode", r_d, spec.decode.dp_size))
+            decoded = r_d >= 0
+            row.update({
+                "admission_history": admissions,
+                "decode_admit_ms": _opt(d_admit),
+                # the hit of decode-side readmissions (activation itself reports none)
+                "decode_reused_input_tokens": d_reused if decoded else None,
+                "decode_route_overlap_tokens": 0 if decoded else None,
+                "decode_worker_idx": r_d if decoded else None,
+                "destination_activated_ms": _opt(activated),
+                "destination_reserved_ms": _opt(reserved),
+                "first_admit_ms": _opt(p_admit),
+                "prefill_admit_ms": _opt(p_admit),
+                "prefill_route_overlap_tokens": 0 if r_p >= 0 else None,
+                "prefill_worker_idx": r_p if r_p >= 0 else None,
+                "readmission_count": max(0, row["admission_count"] - (2 if decoded else 1)),
+                # per request the prefill side's reuse; the summary ratio also counts the decode
+                # side
+                "reused_input_tokens": p_reused,
+                "routing_history": routes,
+                "source_held_ms": _opt(held),
+                "source_released_ms": _opt(released),
+            })
+        return rows
 
 
 def request_uuid(seed: str, i: int) -> str:
@@ -52,93 +226,7 @@ def session_id(traffic, i: int) -> str:
     return f"request_{int(traffic.row[i]) + 1}"
 
 
-def build_records(result, run_id: str) -> list[dict]:
-    req = result.req
-    spec = result.spec
-    hist = _admissions(result)
-    records = []
-    for i in terminal_order(result).tolist():
-        r = int(req.rank[i])
-        n_out = int(req.num_generated[i])
-        arrival = float(req.arrival_ms[i])
-        first = _opt(req.first_token_ms[i])
-        last = _opt(req.last_token_ms[i])
-        second = _opt(req.second_token_ms[i])
-        admissions = [
-            {"admission_ordinal": k, "at_ms": at, "is_readmission": readmit, "pool": "agg",
-             "pool_admission_ordinal": k, "reused_input_tokens": reused}
-            for k, (at, reused, readmit) in enumerate(hist[i])
-        ]
-        n_adm = int(req.num_admissions[i])
-        records.append({
-            "admission_count": n_adm,
-            "admission_history": admissions,
-            "arrival_time_ms": arrival,
-            "decode_admit_ms": None,
-            "decode_reused_input_tokens": None,
-            "decode_route_overlap_tokens": None,
-            "decode_worker_idx": r,
-            "destination_activated_ms": None,
-            "destination_reserved_ms": None,
-            "dispatched_at_ms": None,
-            "e2e_latency_ms": None if last is None else last - arrival,
-            "first_admission_reused_input_tokens": int(req.reused_first[i]),
-            "first_admit_ms": _opt(req.first_admit_ms[i]),
-            "first_token_ms": first,
-            "input_length": int(req.prompt_len[i]),
-            "itl_ms": (last - first) / (n_out - 1) if n_out >= 2 else None,
-            "last_token_ms": last,
-            "output_length": n_out,
-            "prefill_admit_ms": None,
-            "prefill_route_overlap_tokens": None,
-            "prefill_worker_idx": None,
-            "pressure_record_ordinals": [],
-            "readmission_count": max(0, n_adm - 1),
-            "requested_output_length": int(result.traffic.requested_output_len[i]),
-            "reused_input_tokens": int(req.reused_max[i]),
-            "routing_history": [{
-                "best_available_overlap_blocks": None,
-                "dp_rank": r % spec.dp_size,
-                "logical_worker_id": r // spec.dp_size,
-                "outcome": "immediate",
-                "overlap_regret_blocks": None,
-                "placement_replica_id": None,
-                "pool": "agg",
-                "queue_entered_at_ms": None,
-                "queue_wait_ms": 0.0,
-                "released_at_ms": None,
-                "reported_overlap_tokens": 0,
-                "scheduler_id": r,
-                "selected_overlap_blocks": None,
-            }],
-            "session_id": session_id(result.traffic, i),
-            "source_held_ms": None,
-            "source_released_ms": None,
-            "terminal_status": _STATUS_NAMES.get(int(req.status[i]), "failed"),
-            "terminal_time_ms": float(req.terminal_ms[i]),
-            "ttft_ms": None if first is None else first - arrival,
-            "ttst_ms": None if second is None else second - first,
-            "turn_index": 0,
-            "uuid": request_uuid(run_id, i),
-        })
-    return records
-
-
 _POOL_NAMES = {0: "agg", 1: "prefill", 2: "decode"}
-
-
-def _pd_admissions(result) -> list[list[tuple[float, int, bool, int]]]:
-    n = len(result.req_d.prompt_len)
-    hist: list[list[tuple[float, int, bool, int]]] = [[] for _ in range(n)]
-    log = result.log
-    if log is None:
-        return hist
-    count = int(result.stats.counters[CNT_LOG])
-    for q, at, reused, readmit, pool in zip(
-            log.req[:count].tolist(), log.at_ms[:count].tolist(), log.reused[:count].tolist(),
-            log.readmit[:count].tolist(), log.pool[:count].tolist(), strict=True):
-        hist[q].append((at, reused, readmit, pool))
-    return hist
 
 
 def _route(pool: str, r: int, dp_size: int) -> dict:
@@ -157,79 +245,3 @@ def _route(pool: str, r: int, dp_size: int) -> dict:
         "scheduler_id": r,
         "selected_overlap_blocks": None,
     }
-
-
-def build_pd_records(result, run_id: str) -> list[dict]:
-    """Per-request records of a disaggregated run, with the P/D timestamps of behaviour.md 10.2."""
-    from types import SimpleNamespace
-
-    from aisim.engine.pd import merged_requests
-
-    req = merged_requests(result)
-    rp, rd, pd = result.req_p, result.req_d, result.pd
-    spec = result.spec
-    hist = _pd_admissions(result)
-    records = []
-    for i in terminal_order(SimpleNamespace(req=req)).tolist():
-        n_out = int(req.num_generated[i])
-        arrival = float(req.arrival_ms[i])
-        first = _opt(req.first_token_ms[i])
-        last = _opt(req.last_token_ms[i])
-        second = _opt(req.second_token_ms[i])
-        per_pool = {1: 0, 2: 0}
-        admissions = []
-        for k, (at, reused, readmit, pool) in enumerate(hist[i]):
-            admissions.append({"admission_ordinal": k, "at_ms": at, "is_readmission": readmit,
-                               "pool": _POOL_NAMES[pool],
-                               "pool_admission_ordinal": per_pool.get(pool, 0),
-                               "reused_input_tokens": reused})
-            per_pool[pool] = per_pool.get(pool, 0) + 1
-        n_adm = int(req.num_admissions[i])
-        r_p = int(rp.rank[i])
-        r_d = int(rd.rank[i])
-        routes = []
-        if r_p >= 0:
-            routes.append(_route("prefill", r_p, spec.prefill.dp_size))
-        if r_d >= 0:
-            routes.append(_route("decode", r_d, spec.decode.dp_size))
-        decoded = r_d >= 0
-        records.append({
-            "admission_count": n_adm,
-            "admission_history": admissions,
-            "arrival_time_ms": arrival,
-            "decode_admit_ms": _opt(rd.first_admit_ms[i]),
-            # the hit of decode-side readmissions (activation itself reports none)
-            "decode_reused_input_tokens": int(rd.reused_max[i]) if decoded else None,
-            "decode_route_overlap_tokens": 0 if decoded else None,
-            "decode_worker_idx": r_d if decoded else None,
-            "destination_activated_ms": _opt(pd.activated_ms[i]),
-            "destination_reserved_ms": _opt(pd.reserved_ms[i]),
-            "dispatched_at_ms": None,
-            "e2e_latency_ms": None if last is None else last - arrival,
-            "first_admission_reused_input_tokens": int(req.reused_first[i]),
-            "first_admit_ms": _opt(rp.first_admit_ms[i]),
-            "first_token_ms": first,
-            "input_length": int(req.prompt_len[i]),
-            "itl_ms": (last - first) / (n_out - 1) if n_out >= 2 else None,
-            "last_token_ms": last,
-            "output_length": n_out,
-            "prefill_admit_ms": _opt(rp.first_admit_ms[i]),
-            "prefill_route_overlap_tokens": 0 if r_p >= 0 else None,
-            "prefill_worker_idx": r_p if r_p >= 0 else None,
-            "pressure_record_ordinals": [],
-            "readmission_count": max(0, n_adm - (2 if decoded else 1)),
-            "requested_output_length": int(result.traffic.requested_output_len[i]),
-            # per request the prefill side's reuse; the summary ratio also counts the decode side
-            "reused_input_tokens": int(rp.reused_max[i]),
-            "routing_history": routes,
-            "session_id": session_id(result.traffic, i),
-            "source_held_ms": _opt(pd.held_ms[i]),
-            "source_released_ms": _opt(pd.released_ms[i]),
-            "terminal_status": _STATUS_NAMES.get(int(req.status[i]), "failed"),
-            "terminal_time_ms": float(req.terminal_ms[i]),
-            "ttft_ms": None if first is None else first - arrival,
-            "ttst_ms": None if second is None else second - first,
-            "turn_index": 0,
-            "uuid": request_uuid(run_id, i),
-        })
-    return records

@@ -8,7 +8,6 @@ that share an op plan share their pass prices (aisim.predict.predict_config).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 _MEMOS: dict = {}
@@ -44,9 +43,9 @@ def run_point(task: dict) -> tuple[dict, bytes | None]:
         record["prediction_sha256"] = prediction_sha256(prediction)
         record["provenance"] = provenance(pred)
         if pred.records is not None:
-            from aisim.output.write import requests_table, table_bytes
+            from aisim.output.write import requests_parquet_bytes
 
-            requests = table_bytes(requests_table(pred.records, record["provenance"]))
+            requests = requests_parquet_bytes(pred.records, record["provenance"])
     except Exception as exc:  # a failing point is recorded; the sweep goes on
         from aisim.errors import AisimError
 
@@ -61,17 +60,18 @@ def run_point(task: dict) -> tuple[dict, bytes | None]:
 def save_point(out_dir: Path, record: dict, requests: bytes | None) -> None:
     """points/<id>.json (the resume marker, written last) and, when captured,
     requests/point_id=<id>/part-0.parquet (a hive-partitioned dataset over the points)."""
-    if requests is not None:
-        folder = out_dir / "requests" / f"point_id={record['point_id']}"
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".part-0.parquet.tmp{os.getpid()}"
-        tmp.write_bytes(requests)
-        os.replace(tmp, folder / "part-0.parquet")
-    _atomic_json(point_file(out_dir, record["point_id"]), record)
+    from aisim.errors import AisimError
+    from aisim.output.write import os_error_text, write_file_atomically
 
-
-def _atomic_json(path: Path, obj: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, sort_keys=True, allow_nan=False) + "\n")
-    os.replace(tmp, path)
+    path = point_file(out_dir, record["point_id"])
+    try:
+        if requests is not None:
+            folder = out_dir / "requests" / f"point_id={record['point_id']}"
+            folder.mkdir(parents=True, exist_ok=True)
+            write_file_atomically(folder / "part-0.parquet", requests, "--output-dir")
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AisimError(f"--output-dir: cannot write into {out_dir}: "
+                         f"{os_error_text(exc)}") from None
+    text = json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
+    write_file_atomically(path, text.encode(), "--output-dir")

@@ -1,4 +1,4 @@
-"""`--executor ray`: the same point function on a Ray cluster (optional extra `aisim[ray]`).
+"""`--executor ray`: the same point function on a Ray cluster (optional extra `aisim-serving[ray]`).
 
 Each Ray worker process keeps its own pass-time memos between the points it runs (module state
 of aisim.sweep.point), exactly like a local worker process; the driver writes every file, so
@@ -28,7 +28,8 @@ def run_on_ray(tasks: list[dict], address: str | None, collect: Callable) -> Non
     try:
         import ray
     except ImportError:
-        raise AisimError("--executor ray needs Ray: pip install 'aisim[ray]'") from None
+        raise AisimError("--executor ray needs Ray: pip install 'aisim-serving[ray]' (in a "
+                         "checkout: pip install -e '.[ray]')") from None
     started_here = not ray.is_initialized()
     if started_here:
         env = {k: os.environ[k] for k in _ENV if k in os.environ}
@@ -44,10 +45,15 @@ def run_on_ray(tasks: list[dict], address: str | None, collect: Callable) -> Non
 
         remote = ray.remote(num_cpus=1)(run_point)
         pending = [remote.remote(t) for t in tasks]
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
-                collect(*ray.get(ref))
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    collect(*ray.get(ref))
+        except KeyboardInterrupt:
+            for ref in pending:  # an interrupted sweep leaves no task running on the cluster
+                ray.cancel(ref, force=True)
+            raise
     finally:
         if started_here:
             ray.shutdown()

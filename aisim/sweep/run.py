@@ -5,16 +5,22 @@ Output folder:
     points/<point_id>.json              each finished point (status, prediction); the resume
                                         marker: a rerun into the folder skips these points
     requests/point_id=<id>/part-0.parquet   --capture-per-request: hive-partitioned dataset
+
+Ctrl-C or SIGTERM stops a sweep at once: the worker processes are terminated and reaped, every
+point finished so far stays in points/, the points that were running leave no record (they are
+not failures), no sweep.parquet is written, and rerunning the same command resumes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from aisim.errors import AisimError
+from aisim.errors import AisimError, Interrupted, RunFailed, interrupt_signal, note
 from aisim.sweep.grid import Point
 from aisim.sweep.point import point_file, run_point, save_point
 
@@ -56,17 +62,28 @@ def run_sweep(base: str, points: list[Point], out_dir: Path | None = None, *,
     base_sha = config_sha256(base, base_overrides)
     records: dict[str, dict] = {}
     tasks = []
+    skipped = 0
     for p in points:
         pid = p.point_id(base_sha)
         done = _finished(out_dir, pid) if out_dir is not None else None
         if done is not None:
             records[pid] = done
+            skipped += 1
             continue
         tasks.append({"base": str(base), "base_overrides": list(base_overrides),
                       "overrides": list(p.overrides), "point_id": pid, "index": p.index,
                       "capture_requests": capture_requests})
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            from aisim.output.write import os_error_text
+
+            raise AisimError(f"--output-dir: cannot create {out_dir}: {os_error_text(exc)}"
+                             ) from None
+    if skipped:
+        note(f"resuming the sweep in {out_dir}: {skipped} of {len(points)} points finished "
+             f"there before are skipped, {len(tasks)} to run")
     if progress is not None:
         progress.total = len(tasks)
     hints = _cost_hints(str(base), tasks)
@@ -79,16 +96,24 @@ def run_sweep(base: str, points: list[Point], out_dir: Path | None = None, *,
         if progress is not None:
             progress.advance(record["status"] == "ok")
 
-    if executor == "ray":
-        from aisim.sweep.ray_exec import run_on_ray
-
-        run_on_ray(tasks, ray_address, collect)
-    elif executor == "local":
-        _run_local(tasks, jobs, collect)
-    else:
+    if executor not in ("local", "ray"):
         raise AisimError(f"--executor {executor!r}: expected local or ray")
-    if progress is not None:
-        progress.close()
+    try:
+        if executor == "ray":
+            from aisim.sweep.ray_exec import run_on_ray
+
+            run_on_ray(tasks, ray_address, collect)
+        else:
+            _run_local(tasks, jobs, collect)
+    except KeyboardInterrupt as exc:
+        finished = len(records) - skipped
+        kept = (f"; finished points are kept in {out_dir / 'points'}, rerun the same command "
+                "to resume") if out_dir is not None else ""
+        raise Interrupted(interrupt_signal(exc), f"{finished} of {len(tasks)} points to run "
+                          f"had finished{kept}") from None
+    finally:
+        if progress is not None:
+            progress.close()
     ordered = [records[p.point_id(base_sha)] for p in points]
     meta = {"base_config": str(base), "base_overrides": list(base_overrides),
             "optable_sha256": next((r["provenance"]["optable_sha256"] for r in ordered
@@ -96,9 +121,9 @@ def run_sweep(base: str, points: list[Point], out_dir: Path | None = None, *,
             "aisim_version": _version()}
     table = sweep_table(points, ordered, base_sha, meta)
     if out_dir is not None:
-        from aisim.output.write import _atomic_write, table_bytes
+        from aisim.output.write import table_bytes, write_file_atomically
 
-        _atomic_write(out_dir / "sweep.parquet", table_bytes(table))
+        write_file_atomically(out_dir / "sweep.parquet", table_bytes(table), "--output-dir")
     return table
 
 
@@ -127,18 +152,93 @@ def _run_local(tasks: list[dict], jobs: int, collect: Callable) -> None:
             collect(*run_point(t))
         return
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    import threading
+    from multiprocessing.connection import wait
 
     _warm_engine(tasks[0])  # load the compiled kernels once; forked workers inherit them
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(run_point, t) for t in tasks]
+    workers = [_Worker(ctx) for _ in range(jobs)]
+    try:
         # this process only waits now: load pyarrow (sweep.parquet) meanwhile, not after
-        import threading
-
         threading.Thread(target=_import_parquet, daemon=True).start()
-        for fut in as_completed(futures):
-            collect(*fut.result())
+        queue = list(tasks)
+        idle = list(workers)
+        busy: dict = {}  # connection or sentinel -> (worker, task)
+        while queue or busy:
+            while idle and queue:
+                w, t = idle.pop(), queue.pop(0)
+                w.conn.send(t)
+                busy[w.conn] = busy[w.process.sentinel] = (w, t)
+            for ready in wait(list(busy), timeout=0.5):
+                if ready not in busy:
+                    continue  # its worker was handled through its other handle
+                w, t = busy[ready]
+                if w.conn.poll():
+                    try:
+                        result = w.conn.recv()
+                    except (EOFError, OSError):
+                        result = None
+                else:
+                    result = None
+                if result is None:
+                    raise RunFailed(
+                        f"a sweep worker process ended (exit code {w.process.exitcode}) while "
+                        f"running point {t['point_id']}; finished points are kept, rerun the "
+                        "same command to resume")
+                del busy[w.conn], busy[w.process.sentinel]
+                idle.append(w)
+                collect(*result)
+    finally:
+        for w in workers:
+            w.stop()
+
+
+class _Worker:
+    """One forked worker process: takes tasks over a pipe, sends back run_point's result.
+
+    It ignores Ctrl-C (the leader decides what an interrupt stops), dies on SIGTERM, and dies
+    with the leader (PR_SET_PDEATHSIG), so no worker outlives the sweep however it ends."""
+
+    def __init__(self, ctx) -> None:
+        self.conn, child = ctx.Pipe()
+        self.leader = os.getpid()
+        self.process = ctx.Process(target=self._main, args=(child,), daemon=True)
+        self.process.start()
+        child.close()
+
+    def _main(self, conn) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _die_with_parent()
+        if os.getppid() != self.leader:
+            os._exit(0)  # the leader is gone already
+        while True:
+            try:
+                task = conn.recv()
+            except (EOFError, OSError):
+                os._exit(0)
+            conn.send(run_point(task))
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(2.0)
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel sends this process SIGKILL when its parent dies (even by SIGKILL)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # elsewhere the leader's own stop() is the only guard
 
 
 def _import_parquet() -> None:

@@ -1,0 +1,136 @@
+"""Limits that follow from the deployment, checked before anything is allocated.
+
+The state arrays (aisim.state) index requests, blocks and slots with 32-bit integers, count
+tokens in 64-bit integers and time each pass in whole nanoseconds as a 64-bit integer; and they
+must fit in this machine's memory. A config beyond any of these is refused with the field that
+drives it, instead of overflowing silently or asking the allocator for terabytes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from aisim.errors import ConfigError
+
+INDEX_MAX = 2**31 - 1  # int32 request / block / slot indices
+TOKENS_MAX = 2**62  # a request's prompt + output tokens, with room for sums in int64
+# round_ns(prefill) + round_ns(decode) must stay below 2**63 ns (kernels/sched.price_shape)
+PASS_MS_MAX = 9.2e12
+# the simulated clock is float ms: up to 2**32 ms (~50 days) it resolves a nanosecond
+CLOCK_MS_MAX = float(2**32)
+
+
+def machine_memory_bytes() -> int:
+    """Physical memory, or the cgroup's limit when that is lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
+def _state_fields() -> list:
+    """Every array one aggregated run allocates (aisim.state.allocate)."""
+    from aisim import state as st
+
+    return [f for fields in (st.REQUEST_FIELDS, st.RANK_FIELDS, st.BLOCK_FIELDS,
+                             st.WORKER_FIELDS, st.STATS_FIELDS, st.LOG_FIELDS) for f in fields]
+
+
+def _state_bytes(dims: dict[str, int]) -> tuple[int, object]:
+    """Bytes of the state arrays of a run of these dimensions, and the largest array."""
+    from aisim import state as st
+
+    total, largest, biggest = 0, -1, None
+    for f in _state_fields():
+        size = math.prod(st._eval_dim(part, dims) for part in f.shape.split(","))
+        nbytes = size * _itemsize(f.dtype)
+        total += nbytes
+        if nbytes > largest:
+            largest, biggest = nbytes, f
+    return total, biggest
+
+
+def _itemsize(dtype) -> int:
+    import numpy as np
+
+    return np.dtype(dtype).itemsize
+
+
+# which config field sets each dimension of the state, for the message (N: the request count,
+# named by the caller)
+_DIM_FIELDS = {"R": "parallelism.replicas", "B": "kv_cache.capacity.blocks",
+               "S": "scheduler.max_sequences", "K": "request length",
+               "M": "kv_cache.capacity.blocks"}  # M: the block hash map, 2x the blocks
+
+
+def check_state_fits(spec, n_requests: int, longest_tokens: int, where: str,
+                     requests_field: str) -> None:
+    """Refuse a run whose state cannot be indexed by the kernels or held in memory.
+
+    `where` prefixes the message (the config file); `requests_field` names what sets the
+    request count (traffic.stop.requests, or the trace file)."""
+    role = f"engine.workers.{spec.role}"
+    ranks = spec.replicas * spec.dp_size
+    if n_requests > INDEX_MAX:
+        raise ConfigError(f"{where}: {requests_field}: {n_requests:,} requests exceed the "
+                          f"{INDEX_MAX:,} a run can index; split the workload")
+    if ranks * spec.num_blocks > INDEX_MAX and ranks > spec.num_blocks:
+        raise ConfigError(
+            f"{where}: {role}.parallelism.replicas: {spec.replicas:,} replicas x "
+            f"{spec.dp_size} attention_data ranks of {spec.num_blocks:,} KV blocks each exceed "
+            f"the {INDEX_MAX:,} block ids a run can index; lower the replicas")
+    if ranks * spec.num_blocks > INDEX_MAX:
+        raise ConfigError(
+            f"{where}: {role}.kv_cache.capacity.blocks: {spec.num_blocks:,} blocks on each of "
+            f"{ranks:,} scheduler ranks (parallelism.replicas x attention_data) exceed the "
+            f"{INDEX_MAX:,} KV block ids a run can index; lower the blocks or the replicas")
+    if longest_tokens > TOKENS_MAX:
+        raise ConfigError(f"{where}: a request of {longest_tokens:,} tokens exceeds the "
+                          f"{TOKENS_MAX:,} aisim counts exactly; shorten it")
+    running = max(1, min(spec.max_seqs, n_requests))
+    if ranks * running > INDEX_MAX:
+        raise ConfigError(
+            f"{where}: {role}.scheduler.max_sequences: {running:,} running requests on each of "
+            f"{ranks:,} ranks exceed the {INDEX_MAX:,} slots a run can index; lower it or the "
+            "replicas")
+    row_blocks = -(-longest_tokens // spec.block_size) + 1
+    map_slots = 1 << max(4, int(2 * ranks * spec.num_blocks).bit_length())
+    dims = {"N": n_requests, "R": ranks, "W": spec.replicas, "S": running,
+            "B": spec.num_blocks, "K": row_blocks, "M": map_slots, "A": 1,
+            "H": 1 << max(6, int(2 * spec.block_size).bit_length())}
+    need, largest = _state_bytes(dims)
+    have = machine_memory_bytes()
+    if need > have:
+        driver = _driver(largest, requests_field)
+        raise ConfigError(
+            f"{where}: {role}: the simulation state would need {need / 2**30:,.1f} GiB (its "
+            f"largest array, {largest.name}, grows with {driver}) but this machine has "
+            f"{have / 2**30:,.1f} GiB; lower {driver}")
+
+
+def _driver(field, requests_field: str) -> str:
+    """The config fields a state array's size grows with, for the message."""
+    dims = [d for part in field.shape.split(",") for d in part.split("*")]
+    fields = dict(_DIM_FIELDS, N=requests_field)
+    named = [fields[d] for d in dims if d in fields]
+    return " x ".join(dict.fromkeys(named)) or "the deployment"
+
+
+def check_pass_time(spec, where: str) -> None:
+    """Fixed timing: a pass of both phases must be timed without overflowing 64-bit ns."""
+    if spec.timing != "fixed":
+        return
+    total = spec.prefill_ms + spec.decode_ms
+    if total > PASS_MS_MAX:
+        key = "decode_ms" if spec.decode_ms >= spec.prefill_ms else "prefill_ms"
+        raise ConfigError(
+            f"{where}: engine.workers.{spec.role}.timing.{key}: prefill_ms + decode_ms = "
+            f"{total:g} ms, beyond the {PASS_MS_MAX:g} ms a pass can last (passes are timed in "
+            "whole nanoseconds as 64-bit integers); give a shorter pass time")
