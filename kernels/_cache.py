@@ -11,7 +11,8 @@ numba finds a function's cached binary under a sub-path derived from the absolut
 folder holding its source, so two installs of the same kernels (two venvs, a clone beside a
 ``pip install``, a CI checkout in a fresh folder) look in different sub-paths of one digest
 folder. Each install's sub-path is filled from the shipped archive whenever it is missing or
-empty, so every install starts warm, not only the first one on a machine.
+empty, and topped up with the archive's other kernels when it holds only some compiled here, so
+every install starts warm, not only the first one on a machine.
 
 Nothing is ever deleted unless aisim can recognise it as its own: digest folders carry a marker
 file (or, from older aisim versions, hold only numba sub-paths and staging folders), and an
@@ -34,6 +35,7 @@ from pathlib import Path
 
 DIGEST_MARKER = ".aisim-kernel-cache"
 INSTALL_MARKER = ".aisim-install"
+SEEDED_MARKER = ".aisim-seeded"  # the shipped archive's files are all in this sub-path
 STAGING_PREFIX = ".seed-"
 KEEP_DIGESTS = 3
 STALE_STAGING_S = 3600.0
@@ -80,6 +82,8 @@ def prepare(digest: str, kernels_dir: Path, archive: Path, manifest: dict) -> Pa
         target = folder / install_subpath(kernels_dir)
         if not has_index(target):
             seed(target, archive, manifest)
+        elif not (target / SEEDED_MARKER).is_file():
+            top_up(target, archive, manifest)
         target.mkdir(exist_ok=True)
         _write_once(target / INSTALL_MARKER, str(kernels_dir.resolve()))
         prune_installs(folder)
@@ -112,6 +116,7 @@ def seed(target: Path, archive: Path, manifest: dict) -> bool:
                 if member.isfile() and "/" not in name and name.endswith((".nbi", ".nbc")):
                     with open(staging / name, "wb") as out:
                         shutil.copyfileobj(tar.extractfile(member), out)
+            (staging / SEEDED_MARKER).write_text(manifest["kernel_digest"])
         try:
             # rename(2) replaces a missing or empty directory atomically and fails on a full
             # one: whoever renames first wins, the others drop their copy
@@ -125,6 +130,45 @@ def seed(target: Path, archive: Path, manifest: dict) -> bool:
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def top_up(target: Path, archive: Path, manifest: dict) -> bool:
+    """Add the archive's kernels to a sub-path that already holds some compiled here.
+
+    A sub-path gets its own files when kernels are compiled before the archive matches them
+    (kernels edited, then the archive rebuilt; a run with AISIM_NO_PREBUILT): seeding only empty
+    sub-paths would then leave every other kernel to compile. A function whose index is already
+    here keeps its own files (an index lists the overloads of its data files, so the two sets
+    cannot be mixed); every other function's data files are placed first and its index last, each
+    by an atomic rename, so a concurrent reader sees a function either complete or absent.
+    """
+    if os.environ.get("AISIM_NO_PREBUILT") or not archive.is_file():
+        return False
+    try:
+        present = set(os.listdir(target))
+        with tarfile.open(archive) as tar:
+            if json.load(tar.extractfile("MANIFEST.json")) != manifest:
+                return False
+            members = {m.name: m for m in tar.getmembers()
+                       if m.isfile() and "/" not in m.name and m.name.endswith((".nbi", ".nbc"))}
+            for index in sorted(n for n in members if n.endswith(".nbi")):
+                if index in present:
+                    continue
+                stem = index[: -len("nbi")]
+                for name in sorted(n for n in members if n.startswith(stem) and n != index):
+                    _place(target, name, tar.extractfile(members[name]))
+                _place(target, index, tar.extractfile(members[index]))
+        _write_once(target / SEEDED_MARKER, manifest["kernel_digest"])
+        return True
+    except (OSError, tarfile.TarError, ValueError, KeyError):
+        return False
+
+
+def _place(target: Path, name: str, data) -> None:
+    temp = target / f".{name}.{os.getpid()}.tmp"
+    with open(temp, "wb") as out:
+        shutil.copyfileobj(data, out)
+    os.replace(temp, target / name)
 
 
 def prune_installs(folder: Path) -> None:

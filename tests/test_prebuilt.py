@@ -53,7 +53,8 @@ def _prepare(tmp_path, kernels: Path, files=FILES, manifest=None) -> Path:
 
 
 def _names(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name != _cache.INSTALL_MARKER)
+    markers = (_cache.INSTALL_MARKER, _cache.SEEDED_MARKER)
+    return sorted(p.name for p in folder.iterdir() if p.name not in markers)
 
 
 def test_archive_for_these_kernels_fills_the_folder_numba_reads(tmp_path, root):
@@ -71,15 +72,34 @@ def test_every_install_location_is_seeded_not_only_the_first(tmp_path, root):
     assert _names(first) == _names(second) == sorted(FILES)
 
 
-def test_an_empty_install_subpath_is_seeded_and_a_used_one_left_alone(tmp_path, root):
+def test_an_empty_install_subpath_is_seeded(tmp_path, root):
     kernels = _install(tmp_path, "a")
     placed = root / "numba" / DIGEST[:16] / _cache.install_subpath(kernels)
     placed.mkdir(parents=True)
     assert _names(_prepare(tmp_path, kernels)) == sorted(FILES)
-    for p in placed.iterdir():
-        p.unlink()
-    (placed / "own-1.py311.nbi").write_bytes(b"compiled here")
-    assert _names(_prepare(tmp_path, kernels)) == ["own-1.py311.nbi"]
+
+
+def test_a_partly_compiled_subpath_gets_the_other_kernels_and_keeps_its_own(tmp_path, root):
+    """Kernels compiled here before the archive matched them (edited, then the archive rebuilt)
+    keep their files; every other kernel of the archive is added, once."""
+    kernels = _install(tmp_path, "a")
+    placed = root / "numba" / DIGEST[:16] / _cache.install_subpath(kernels)
+    placed.mkdir(parents=True)
+    own = {"loop.run_aggregated-40.py311.nbi": b"compiled here",
+           "loop.run_aggregated-40.py311.1.nbc": b"own code"}
+    for name, data in own.items():
+        (placed / name).write_bytes(data)
+    files = dict(FILES, **{"sched.emit_rank-7.py311.nbi": b"i",
+                           "sched.emit_rank-7.py311.1.nbc": b"c",
+                           "sched.emit_rank-7.py311.2.nbc": b"d"})
+    _prepare(tmp_path, kernels, files=files)
+    assert _names(placed) == sorted(files)
+    assert all((placed / n).read_bytes() == d for n, d in own.items())
+    assert (placed / "sched.emit_rank-7.py311.2.nbc").read_bytes() == b"d"
+    assert not [p for p in placed.iterdir() if p.name.endswith(".tmp")]
+    (placed / "sched.emit_rank-7.py311.nbi").unlink()
+    _prepare(tmp_path, kernels, files=files)  # topped up once: the marker says so
+    assert not (placed / "sched.emit_rank-7.py311.nbi").exists()
 
 
 @pytest.mark.parametrize("field, value", [("kernel_digest", "cd" * 32), ("numba", "0.0.1"),
