@@ -54,6 +54,15 @@ def round_ns(ms):
 
 
 @helper
+def phase_ms(ns):
+    """A whole-nanosecond phase duration in ms as the clock adds it: seconds plus nanoseconds
+    over 1e9 (Rust's Duration::as_secs_f64), times 1000. The pass end is
+    start + phase_ms(prefill) + phase_ms(decode), two float additions (docs/rules.md, "Clock")."""
+    whole = ns // 1_000_000_000
+    return (np.float64(whole) + np.float64(ns - whole * 1_000_000_000) / 1e9) * 1000.0
+
+
+@helper
 def spawn_next(p, req, stats, t_ms):
     """Closed loop: a request reaching a terminal state brings in the next one at t_ms."""
     if p.load_kind == LoadKind.CONCURRENCY:
@@ -297,6 +306,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
     outstanding = -1  # TRT-LLM reservation, summed over running only when a head is tested
     if ranks.dest_pending[r] > 0 and p.backend == Backend.VLLM:
         return budget, admit_activated_only(p, req, ranks, stats, log, r, t_ms)
+    spent = False  # an admission of this pass used up the budget
     while ranks.wait_len[r] > 0 and ranks.run_len[r] < p.max_seqs:
         q = ranks.wait_head[r]
         prompt = req.prompt_len[q]
@@ -318,6 +328,8 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             reject(p, req, ranks, stats, r, q, t_ms)
             flags |= SCHED_PROGRESS
             continue
+        if spent:
+            break
         trt = p.backend == Backend.TRTLLM
         hits, active = kv.probe_prefix(req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching,
                                        trt)
@@ -395,8 +407,9 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         flags |= SCHED_PROGRESS
         if budget == 0:
             # observed on TRT-LLM: a fully cached prompt is admitted even with no budget left
-            # by the running requests, but once the budget is spent admission stops
-            break
+            # by the running requests, but once an admission spends the budget admission stops;
+            # heads that can never run are still rejected first (both backends)
+            spent = True
     return budget, flags
 
 
@@ -623,8 +636,8 @@ def batch_shape(req, ranks, r, x):
 
 @helper
 def price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx):
-    """Duration (ns) of a batch: prefill set + decode set at their floored means, each phase
-    rounded to whole nanoseconds."""
+    """(prefill ns, decode ns) of a batch: prefill set and decode set at their floored means,
+    each phase rounded to whole nanoseconds."""
     # P/D: a prefill worker charges no decode time, a decode worker no prefill time (4.5)
     if p.role == Role.PREFILL:
         bs_d = 0
@@ -640,12 +653,12 @@ def price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx):
         ctx = sum_ctx // bs_d
     prefill, decode = pass_time(p, plan, memo, bs_p, isl, pfx, bs_d, ctx, sum_isl - sum_pfx,
                                 sum_ctx)
-    return round_ns(prefill) + round_ns(decode)
+    return round_ns(prefill), round_ns(decode)
 
 
 @helper
 def price_rank(p, req, ranks, r, x, plan, memo):
-    """Duration (ns) of the rank's scheduled work: prefill set + decode set, rounded per phase."""
+    """(prefill ns, decode ns) of the rank's scheduled work."""
     bs_p, sum_isl, sum_pfx, bs_d, sum_ctx = batch_shape(req, ranks, r, x)
     return price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx)
 
@@ -654,7 +667,7 @@ def price_rank(p, req, ranks, r, x, plan, memo):
 def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, mtp, r, plan, memo, flags):
     """MTP: fix the prefill part, reserve the bursts' KV (preempting the last running request
     until it fits; a victim's prefill stays priced and is lost), price the surviving decode set.
-    Returns (duration_ns, flags).
+    Returns (prefill ns, decode ns, flags).
 
     The batch sums and the members needing burst blocks were collected while scheduling
     (mtp_step.shape_add), so the common case sweeps the running requests no further.
@@ -693,12 +706,13 @@ def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, mtp, r, plan, 
                 if mtp_step.in_decode_set(req, q):
                     bs_d += 1
                     sum_ctx += req.prompt_len[q] + req.num_generated[q]
-    return price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx), flags
+    prefill_ns, decode_ns = price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx)
+    return prefill_ns, decode_ns, flags
 
 
 @helper
 def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_ms, step, mtp):
-    """Run one pass's scheduling on rank r at t_ms. Returns (duration_ns, flags)."""
+    """Run one pass's scheduling on rank r at t_ms. Returns (prefill ns, decode ns, flags)."""
     x = ranks.pass_idx[r] + 1
     ranks.pass_idx[r] = x
     defer = False
@@ -726,7 +740,8 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_
     if mtp_on(mtp):
         return reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, mtp, r, plan, memo,
                                      flags)
-    return price_rank(p, req, ranks, r, x, plan, memo), flags
+    prefill_ns, decode_ns = price_rank(p, req, ranks, r, x, plan, memo)
+    return prefill_ns, decode_ns, flags
 
 
 @helper
