@@ -88,12 +88,12 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
 
 
 @helper
-def _finish_pass(p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
+def _finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
     empty = True
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         if ranks.in_pass[r]:
-            sched.emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp)
+            sched.emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp)
             ranks.in_pass[r] = False
             if p.check_invariants:
                 bad = invariants.check_rank(p, req, ranks, blocks, r, 0)
@@ -154,7 +154,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
                         best = w
             if best < 0:
                 break
-            _finish_pass(p, req, ranks, blocks, workers, stats, mtp, np.int64(best), t)
+            _finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, np.int64(best), t)
             if stats.counters[CNT_BROKEN] != 0:
                 return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
         # --- route every request that exists by now (round robin over workers, then ranks)

@@ -335,7 +335,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
                                        trt)
         if mtp_on(mtp):
             if not trt and hits > 0:
-                hits, active = mtp_step.drop_last_hit(req, blocks, pfx_hash, q, r, hits, active)
+                hits, active = mtp_step.drop_last_hit(hits, active)
         if p.backend == Backend.TRTLLM:
             need = ceil_div(prompt + req.output_len[q], bs) - active
             if outstanding < 0:
@@ -669,11 +669,10 @@ def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, mtp, r, plan, 
     until it fits; a victim's prefill stays priced and is lost), price the surviving decode set.
     Returns (prefill ns, decode ns, flags).
 
-    The batch sums and the members needing burst blocks were collected while scheduling
-    (mtp_step.shape_add), so the common case sweeps the running requests no further.
+    The batch sums and the bursts' block need were collected while scheduling
+    (mtp_step.shape_add), so the common case sweeps the running requests no further. The
+    reserved blocks are only taken by the bursts at the pass end (emit_rank).
     """
-    bs = p.block_size
-    nextn = p.nextn
     sh = mtp.shape
     bs_p = sh[r, mtp_step.SHAPE_PREFILLS]
     sum_isl = sh[r, mtp_step.SHAPE_ISL]
@@ -681,31 +680,24 @@ def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, mtp, r, plan, 
     bs_d = sh[r, mtp_step.SHAPE_DECODES]
     sum_ctx = sh[r, mtp_step.SHAPE_CTX]
     need = sh[r, mtp_step.SHAPE_NEED]
-    if need > 0:
-        if need <= kv.num_free(ranks, r):
-            grow = ranks.due_list
-            for j in range(sh[r, mtp_step.SHAPE_GROW]):
-                q = grow[r, j]
-                g = req.num_generated[q]
-                end = req.prompt_len[q] + g + min(1 + nextn, req.output_len[q] - g)
-                kv.grow_slot(ranks, blocks, r, req.slot[q], ceil_div(end, bs), p.num_blocks)
-        else:
-            while True:
-                if p.backend == Backend.TRTLLM:
-                    flags |= SCHED_TRT_PREEMPT
-                    break
-                preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
-                flags |= SCHED_PROGRESS
-                if mtp_step.reserve_bursts(p, req, ranks, blocks, r, nextn) < 0:
-                    break
-            act_list = ranks.act_list
-            bs_d = 0
-            sum_ctx = 0
-            for k in range(ranks.act_len[r]):
-                q = act_list[r, k]
-                if mtp_step.in_decode_set(req, q):
-                    bs_d += 1
-                    sum_ctx += req.prompt_len[q] + req.num_generated[q]
+    if need > 0 and not mtp_step.reserve_bursts(ranks, blocks, r, need, p.num_blocks):
+        while True:
+            if p.backend == Backend.TRTLLM:
+                flags |= SCHED_TRT_PREEMPT
+                break
+            preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
+            flags |= SCHED_PROGRESS
+            need = mtp_step.burst_need(p, req, ranks, blocks, r)
+            if mtp_step.reserve_bursts(ranks, blocks, r, need, p.num_blocks):
+                break
+        act_list = ranks.act_list
+        bs_d = 0
+        sum_ctx = 0
+        for k in range(ranks.act_len[r]):
+            q = act_list[r, k]
+            if mtp_step.in_decode_set(req, q):
+                bs_d += 1
+                sum_ctx += req.prompt_len[q] + req.num_generated[q]
     prefill_ns, decode_ns = price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx)
     return prefill_ns, decode_ns, flags
 
@@ -745,7 +737,7 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_
 
 
 @helper
-def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
+def emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp):
     """Pass end on rank r: every request whose known sequence is computed emits one token (MTP:
     a drafting decoder emits its burst, every token stamped now).
 
@@ -796,6 +788,9 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                     burst = min(mtp_step.burst_tokens(mtp, r, s), out_len - g)
                     # computed stays one short of the known length between passes
                     num_computed[q] = known + burst - 1
+                if s > 0 or g > 0:  # a decode-set member: its burst fills reserved blocks
+                    mtp_step.grow_after_burst(p, req, ranks, blocks, pfx_hash, r, q, known,
+                                              burst)
                 req.drafting[q] = True
             if g == 0:
                 first_token[q] = t_ms
