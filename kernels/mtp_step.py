@@ -116,36 +116,47 @@ def shape_add_known(p, req, ranks, blocks, mtp, r, q, a, n, prompt, g, slot):
         sh[r, SHAPE_PREFILLS] += 1
         sh[r, SHAPE_ISL] += min(a + n, prompt)
         sh[r, SHAPE_PREFIX] += a
-    if decode_member(req.draft_slots[q], g, n, a + n, prompt + g):
-        length = prompt + g
-        sh[r, SHAPE_DECODES] += 1
-        sh[r, SHAPE_CTX] += length
-        end = length + min(max_burst(req.draft_slots[q]), req.output_len[q] - g)
+    slots = req.draft_slots[q]
+    length = prompt + g
+    if burst_ready(slots, n, a + n, length):
+        if decode_member(slots, g, n, a + n, length):
+            sh[r, SHAPE_DECODES] += 1
+            sh[r, SHAPE_CTX] += length
+        end = length + min(max_burst(slots), req.output_len[q] - g)
         held = blocks.slot_nblk[slot]
         if end > held * p.block_size:
             sh[r, SHAPE_NEED] += ceil_div(end, p.block_size) - held
 
 
 @helper
+def burst_ready(draft_slots, n, computed, known):
+    """After scheduling: the request emits at this pass end, so the burst reservation covers
+    it. That is the decode set plus a request whose first prompt computation completes: it is
+    not priced as a decode, but its first token is reserved (and it can be the victim)."""
+    return draft_slots > 0 or (n > 0 and computed == known)
+
+
+@helper
 def max_burst(draft_slots):
-    """Most tokens a decode-set member can emit this pass: a drafter granted s verification
-    slots emits at most s, a request completing its recompute exactly one."""
+    """Most tokens a request emitting this pass can emit: a drafter granted s verification
+    slots at most s, a request completing its prompt or its recompute exactly one."""
     return max(draft_slots, 1)
 
 
 @helper
 def burst_need(p, req, ranks, blocks, r):
-    """Blocks the decode set's bursts may fill: each member of length L may emit up to
+    """Blocks the pass's bursts may fill: each emitting request of length L may emit up to
     m = min(max_burst, remaining output) tokens and needs ceil((L + m) / bs) blocks."""
     bs = p.block_size
     act_list = ranks.act_list
     need = 0
     for k in range(ranks.act_len[r]):
         q = act_list[r, k]
-        if in_decode_set(req, q):
-            g = req.num_generated[q]
+        g = req.num_generated[q]
+        known = req.prompt_len[q] + g
+        if burst_ready(req.draft_slots[q], req.sched_tokens[q], req.num_computed[q], known):
             m = min(max_burst(req.draft_slots[q]), req.output_len[q] - g)
-            target = ceil_div(req.prompt_len[q] + g + m, bs)
+            target = ceil_div(known + m, bs)
             held = blocks.slot_nblk[req.slot[q]]
             if target > held:
                 need += target - held

@@ -306,7 +306,6 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
     outstanding = -1  # TRT-LLM reservation, summed over running only when a head is tested
     if ranks.dest_pending[r] > 0 and p.backend == Backend.VLLM:
         return budget, admit_activated_only(p, req, ranks, stats, log, r, t_ms)
-    spent = False  # an admission of this pass used up the budget
     while ranks.wait_len[r] > 0 and ranks.run_len[r] < p.max_seqs:
         q = ranks.wait_head[r]
         prompt = req.prompt_len[q]
@@ -328,8 +327,6 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             reject(p, req, ranks, stats, r, q, t_ms)
             flags |= SCHED_PROGRESS
             continue
-        if spent:
-            break
         trt = p.backend == Backend.TRTLLM
         hits, active = kv.probe_prefix(req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching,
                                        trt)
@@ -405,11 +402,12 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
                 outstanding += ceil_div(prompt + req.output_len[q], bs) - blocks.slot_nblk[slot]
         budget -= n
         flags |= SCHED_PROGRESS
-        if budget == 0:
-            # observed on TRT-LLM: a fully cached prompt is admitted even with no budget left
-            # by the running requests, but once an admission spends the budget admission stops;
-            # heads that can never run are still rejected first (both backends)
-            spent = True
+        if budget == 0 and n == 0:
+            # TRT-LLM: a fully cached prompt is admitted even with no budget left, and then
+            # admission stops. An admission that spends the budget on tokens does not stop it:
+            # the next head is still rejected if it can never run, and admitted if it is fully
+            # cached (observed); any other head finds no budget and waits.
+            break
     return budget, flags
 
 
@@ -773,7 +771,8 @@ def emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp):
         n = sched_tokens[q]
         sched_tokens[q] = 0
         g = num_generated[q]
-        if req.activated[q]:
+        activated = req.activated[q]
+        if activated:
             req.activated[q] = False
             n = 1
         known = prompt_len[q] + g
@@ -788,7 +787,7 @@ def emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp):
                     burst = min(mtp_step.burst_tokens(mtp, r, s), out_len - g)
                     # computed stays one short of the known length between passes
                     num_computed[q] = known + burst - 1
-                if s > 0 or g > 0:  # a decode-set member: its burst fills reserved blocks
+                if not activated:  # its tokens fill blocks the burst reservation set aside
                     mtp_step.grow_after_burst(p, req, ranks, blocks, pfx_hash, r, q, known,
                                               burst)
                 req.drafting[q] = True
