@@ -10,9 +10,11 @@ computed = L - 1 between passes) but is charged s = min(1 + nextn, budget left) 
 slots. On TRT-LLM a request whose prompt completes drafts in that same pass: it joins the decode
 set at L = P (priced, and walking all rates) without a budget charge [observed].
 
-After scheduling, the rank reserves the KV its decode set's bursts may fill; at the pass end
-each member walks the first s - 1 acceptance rates on its rank's ChaCha12 stream and emits
-1 + accepted tokens, clipped to the remaining output.
+After scheduling, the rank reserves the KV every request emitting at the pass end may fill
+(the decode set, plus a request completing its first prompt computation), preempting the last
+running request while the pool is short. At the pass end each decode-set member walks the
+first s - 1 acceptance rates on its rank's ChaCha12 stream and emits 1 + accepted tokens,
+clipped to the remaining output; it keeps only the reserved blocks its tokens fill.
 """
 
 import numpy as np
@@ -84,7 +86,7 @@ SHAPE_ISL = 1  # sum of the prefill set's prompt positions after the pass
 SHAPE_PREFIX = 2  # ... and before it
 SHAPE_DECODES = 3  # decode-set size
 SHAPE_CTX = 4  # sum of the decode set's L
-SHAPE_NEED = 5  # blocks the decode set's bursts may fill beyond what its members hold
+SHAPE_NEED = 5  # blocks the pass's bursts may fill beyond what their requests hold
 
 
 @helper
