@@ -188,10 +188,10 @@ def grow_after_burst(p, req, ranks, blocks, pfx_hash, r, q, known, emitted):
     now reach known + emitted - 1, is cached (the drafter finalises each accepted position)."""
     bs = p.block_size
     slot = req.slot[q]
-    if emitted < req.output_len[q] - req.num_generated[q]:
-        target = ceil_div(known + emitted, bs)
-        if target > blocks.slot_nblk[slot]:
-            kv.grow_slot(ranks, blocks, r, slot, target, p.num_blocks)
+    end = known + emitted
+    # divisions are slow and a burst crosses a block boundary about once per bs / burst passes
+    if end > blocks.slot_nblk[slot] * bs and emitted < req.output_len[q] - req.num_generated[q]:
+        kv.grow_slot(ranks, blocks, r, slot, ceil_div(end, bs), p.num_blocks)
     if p.prefix_caching:
         done = known + emitted - 1
         if done >= (blocks.slot_nhashed[slot] + 1) * bs:
