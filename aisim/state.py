@@ -365,7 +365,7 @@ def allocate_pd(n_requests: int, decode_ranks: int, decode_workers: int,
     return _alloc(PDState, PD_FIELDS, dims)
 
 
-MTP_SHAPE_COLUMNS = 7  # mtp_step.SHAPE_PREFILLS .. SHAPE_GROW
+MTP_SHAPE_COLUMNS = 6  # mtp_step.SHAPE_PREFILLS .. SHAPE_NEED
 
 
 class MtpState(NamedTuple):

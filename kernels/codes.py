@@ -18,15 +18,6 @@ class Backend(IntEnum):
     TRTLLM = 1
 
 
-class Clock(IntEnum):
-    """How a pass's integer-ns duration is added to the float ms clock (AISimulate's form on
-    each path; the forms differ only in the last bit, which the pinned timestamps show)."""
-
-    NS_OVER_1E6 = 0  # dense aggregated and decode workers: start + ns / 1e6
-    NS_TIMES_1E6 = 1  # MoE op-level: start + ns x 1e-6 (mla-dp8)
-    VIA_SECONDS = 2  # P/D prefill workers: start + ns x 1e-9 x 1000 (pd-vllm-c64-r256)
-
-
 class Role(IntEnum):
     """What a rank's pass does (behaviour.md 4.5): aggregated, or one side of P/D."""
 

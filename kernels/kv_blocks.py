@@ -193,16 +193,36 @@ def take_block(ranks, blocks, r, num_blocks):
         b = blocks.clean_stack[r * num_blocks + top - 1]
         ranks.clean_top[r] = top - 1
     else:
-        b = ranks.lru_head[r]
-        lru_unlink(ranks, blocks, r, b)
-        if blocks.in_map[b]:
-            map_remove_block(blocks, blocks.hash[b], b)
-            blocks.in_map[b] = False
-            ranks.lru_live[r] -= 1
-        blocks.hash[b] = _EMPTY
+        b = evict_lru_head(ranks, blocks, r)
     blocks.ref[b] = 1
     ranks.num_referenced[r] += 1
     return b
+
+
+@helper
+def evict_lru_head(ranks, blocks, r):
+    """Unlink the least recently released cached block and forget its contents."""
+    b = ranks.lru_head[r]
+    lru_unlink(ranks, blocks, r, b)
+    if blocks.in_map[b]:
+        map_remove_block(blocks, blocks.hash[b], b)
+        blocks.in_map[b] = False
+        ranks.lru_live[r] -= 1
+    blocks.hash[b] = _EMPTY
+    return b
+
+
+@helper
+def evict_to_clean(ranks, blocks, r, count, num_blocks):
+    """Evict LRU blocks until `count` unhashed free blocks exist (caller checked num_free).
+
+    A block reservation takes free capacity first and evicts only for the rest; blocks it does
+    not use return as plain free capacity, their cached contents lost."""
+    top = ranks.clean_top[r]
+    while top < count:
+        blocks.clean_stack[r * num_blocks + top] = evict_lru_head(ranks, blocks, r)
+        top += 1
+    ranks.clean_top[r] = top
 
 
 @helper

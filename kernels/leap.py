@@ -77,10 +77,11 @@ def run(p, req, ranks, workers, stats, plan, memo, t, next_arrival):
             ranks.capacity_bound[r] = False
         ranks.deferred[r] = defer
         ranks.preempted[r] = False
-        dur = sched.price_rank(p, req, ranks, r, x, plan, memo)
+        prefill_ns, decode_ns = sched.price_rank(p, req, ranks, r, x, plan, memo)
+        dur = prefill_ns + decode_ns
         workers.busy[0] = True
         workers.pass_start_ms[0] = t
-        workers.pass_end_ms[0] = t + dur / 1e6
+        workers.pass_end_ms[0] = t + sched.phase_ms(prefill_ns) + sched.phase_ms(decode_ns)
         workers.busy_ms[0] += dur / 1e6
         workers.num_passes[0] += 1
         stats.counters[CNT_PASSES] += 1

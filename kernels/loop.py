@@ -18,7 +18,6 @@ from aisim.kernels.codes import (
     CNT_PASSES,
     CNT_PREEMPTIONS,
     CNT_SPAWNED,
-    Clock,
     LoadKind,
     ReqStatus,
     RunResult,
@@ -40,6 +39,7 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
                 t_ms):
     """Schedule every rank of worker w with work; returns flags (0 when nothing ran)."""
     dur_max = np.int64(0)
+    prefill_max = np.int64(0)
     first_row = plog.count[0]
     flags = 0
     ran = False
@@ -52,8 +52,9 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
         ranks.in_pass[r] = True
         ran = True
         preempted_before = stats.counters[CNT_PREEMPTIONS]
-        dur, f = sched.schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r,
-                                     t_ms, step, mtp)
+        prefill_ns, decode_ns, f = sched.schedule_rank(p, req, ranks, blocks, stats, log,
+                                                       pfx_hash, plan, memo, r, t_ms, step, mtp)
+        dur = prefill_ns + decode_ns
         if p.capture_passes:
             passlog.record_rank(req, ranks, plog, r, w, t_ms,
                                 stats.counters[CNT_PREEMPTIONS] - preempted_before)
@@ -67,16 +68,13 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
                 stats.counters[CNT_BROKEN] = r * 100 + bad
         if dur > dur_max:
             dur_max = dur
+            prefill_max = prefill_ns
     if not ran:
         return 0
     workers.busy[w] = True
     workers.pass_start_ms[w] = t_ms
-    if p.clock == Clock.NS_TIMES_1E6:
-        workers.pass_end_ms[w] = t_ms + np.float64(dur_max) * 1e-6
-    elif p.clock == Clock.VIA_SECONDS:
-        workers.pass_end_ms[w] = t_ms + np.float64(dur_max) * 1e-9 * 1000.0
-    else:
-        workers.pass_end_ms[w] = t_ms + dur_max / 1e6
+    workers.pass_end_ms[w] = (t_ms + sched.phase_ms(prefill_max)
+                              + sched.phase_ms(dur_max - prefill_max))
     for d in range(p.dp_size):
         sched.settle_rejections(p, req, ranks, stats, w * p.dp_size + d, workers.pass_end_ms[w])
     workers.busy_ms[w] += dur_max / 1e6
@@ -90,12 +88,12 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
 
 
 @helper
-def _finish_pass(p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
+def _finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
     empty = True
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         if ranks.in_pass[r]:
-            sched.emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp)
+            sched.emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp)
             ranks.in_pass[r] = False
             if p.check_invariants:
                 bad = invariants.check_rank(p, req, ranks, blocks, r, 0)
@@ -156,7 +154,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
                         best = w
             if best < 0:
                 break
-            _finish_pass(p, req, ranks, blocks, workers, stats, mtp, np.int64(best), t)
+            _finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, np.int64(best), t)
             if stats.counters[CNT_BROKEN] != 0:
                 return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
         # --- route every request that exists by now (round robin over workers, then ranks)

@@ -180,8 +180,8 @@ def _apply_release(pd, p, req, ranks, blocks, q, t_ms):
 
 
 @kernel
-def _finish_pass_unit(p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
-    loop._finish_pass(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
+def _finish_pass_unit(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
+    loop._finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms)
 
 
 @kernel
@@ -218,12 +218,12 @@ def _retry_stalled(pd, p, req, ranks, blocks, pfx_hash, w, t_ms):
 
 
 @helper
-def _finish_prefill(pd, p, req, ranks, blocks, workers, stats, mtp, w, t_ms):
+def _finish_prefill(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
     """Prefill pass end: deferred releases, then the completed prompts become source held."""
     while pd.drel_head[w] >= 0:
         q = _fifo_pop(pd.plink, pd.drel_head, pd.drel_tail, w)
         _apply_release(pd, p, req, ranks, blocks, q, t_ms)
-    _finish_pass_unit(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
+    _finish_pass_unit(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms)
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         for k in range(ranks.held_len[r]):
@@ -241,7 +241,7 @@ def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, 
 
     Inlined, unlike the prefill pool's: decode passes are ~97% of a P/D run's passes, and an
     out-of-line call copies every array descriptor of its arguments (~90 arrays) per pass."""
-    loop._finish_pass(p, req, ranks, blocks, workers, stats, mtp, w, t_ms)
+    loop._finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms)
     for d in range(p.dp_size):
         _retry(pd, p, req, ranks, blocks, pfx_hash, w * p.dp_size + d, t_ms)
     while pd.dact_head[w] >= 0:
@@ -435,7 +435,8 @@ def run_disaggregated(
                 changed = True
                 if best < n_wp:
                     _finish_prefill(
-                        pd, pp, req_p, ranks_p, blocks_p, workers_p, stats, mtp, np.int64(best), t
+                        pd, pp, req_p, ranks_p, blocks_p, workers_p, stats, pd_hash, mtp,
+                        np.int64(best), t
                     )
                 else:
                     _finish_decode(

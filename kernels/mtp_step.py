@@ -10,9 +10,11 @@ computed = L - 1 between passes) but is charged s = min(1 + nextn, budget left) 
 slots. On TRT-LLM a request whose prompt completes drafts in that same pass: it joins the decode
 set at L = P (priced, and walking all rates) without a budget charge [observed].
 
-After scheduling, the rank reserves the KV its decode set's bursts may fill; at the pass end
-each member walks the first s - 1 acceptance rates on its rank's ChaCha12 stream and emits
-1 + accepted tokens, clipped to the remaining output.
+After scheduling, the rank reserves the KV every request emitting at the pass end may fill
+(the decode set, plus a request completing its first prompt computation), preempting the last
+running request while the pool is short. At the pass end each decode-set member walks the
+first s - 1 acceptance rates on its rank's ChaCha12 stream and emits 1 + accepted tokens,
+clipped to the remaining output; it keeps only the reserved blocks its tokens fill.
 """
 
 import numpy as np
@@ -84,13 +86,12 @@ SHAPE_ISL = 1  # sum of the prefill set's prompt positions after the pass
 SHAPE_PREFIX = 2  # ... and before it
 SHAPE_DECODES = 3  # decode-set size
 SHAPE_CTX = 4  # sum of the decode set's L
-SHAPE_NEED = 5  # blocks the decode set's bursts need beyond what its members hold
-SHAPE_GROW = 6  # members that need blocks, listed in ranks.due_list[r] (idle under MTP)
+SHAPE_NEED = 5  # blocks the pass's bursts may fill beyond what their requests hold
 
 
 @helper
 def shape_reset(mtp, r):
-    for i in range(SHAPE_GROW + 1):
+    for i in range(SHAPE_NEED + 1):
         mtp.shape[r, i] = 0
 
 
@@ -101,7 +102,7 @@ def shape_add(p, req, ranks, blocks, mtp, r, q):
     Called in scheduling order (running list, then admissions), which is the running order a
     sweep after scheduling would see: a request scheduled earlier in the pass is never preempted
     later in it (victims come from the end of the running list), and its blocks only change at
-    the burst reservation.
+    the pass end.
     """
     shape_add_known(p, req, ranks, blocks, mtp, r, q, req.computed_before[q], req.sched_tokens[q],
                     req.prompt_len[q], req.num_generated[q], req.slot[q])
@@ -117,62 +118,91 @@ def shape_add_known(p, req, ranks, blocks, mtp, r, q, a, n, prompt, g, slot):
         sh[r, SHAPE_PREFILLS] += 1
         sh[r, SHAPE_ISL] += min(a + n, prompt)
         sh[r, SHAPE_PREFIX] += a
-    if decode_member(req.draft_slots[q], g, n, a + n, prompt + g):
-        length = prompt + g
-        sh[r, SHAPE_DECODES] += 1
-        sh[r, SHAPE_CTX] += length
-        end = length + min(1 + p.nextn, req.output_len[q] - g)
+    slots = req.draft_slots[q]
+    length = prompt + g
+    if burst_ready(slots, n, a + n, length):
+        if decode_member(slots, g, n, a + n, length):
+            sh[r, SHAPE_DECODES] += 1
+            sh[r, SHAPE_CTX] += length
+        end = length + min(max_burst(slots), req.output_len[q] - g)
         held = blocks.slot_nblk[slot]
         if end > held * p.block_size:
             sh[r, SHAPE_NEED] += ceil_div(end, p.block_size) - held
-            ranks.due_list[r, sh[r, SHAPE_GROW]] = q
-            sh[r, SHAPE_GROW] += 1
 
 
 @helper
-def reserve_bursts(p, req, ranks, blocks, r, nextn):
-    """Allocate every decode-set member's burst KV; returns the request to preempt, or -1.
+def burst_ready(draft_slots, n, computed, known):
+    """After scheduling: the request emits at this pass end, so the burst reservation covers
+    it. That is the decode set plus a request whose first prompt computation completes: it is
+    not priced as a decode, but its first token is reserved (and it can be the victim)."""
+    return draft_slots > 0 or (n > 0 and computed == known)
 
-    Each member of length L may emit up to m = min(1 + nextn, remaining output) tokens this
-    pass and needs ceil((L + m) / bs) blocks. When the pool (free plus evictable cached blocks)
-    cannot cover the whole set, nothing is allocated and the caller preempts the last running
-    request and asks again.
-    """
+
+@helper
+def max_burst(draft_slots):
+    """Most tokens a request emitting this pass can emit: a drafter granted s verification
+    slots at most s, a request completing its prompt or its recompute exactly one."""
+    return max(draft_slots, 1)
+
+
+@helper
+def burst_need(p, req, ranks, blocks, r):
+    """Blocks the pass's bursts may fill: each emitting request of length L may emit up to
+    m = min(max_burst, remaining output) tokens and needs ceil((L + m) / bs) blocks."""
     bs = p.block_size
     act_list = ranks.act_list
-    slot_nblk = blocks.slot_nblk
     need = 0
     for k in range(ranks.act_len[r]):
         q = act_list[r, k]
-        if in_decode_set(req, q):
-            g = req.num_generated[q]
-            m = min(1 + nextn, req.output_len[q] - g)
-            target = ceil_div(req.prompt_len[q] + g + m, bs)
-            held = slot_nblk[req.slot[q]]
+        g = req.num_generated[q]
+        known = req.prompt_len[q] + g
+        if burst_ready(req.draft_slots[q], req.sched_tokens[q], req.num_computed[q], known):
+            m = min(max_burst(req.draft_slots[q]), req.output_len[q] - g)
+            target = ceil_div(known + m, bs)
+            held = blocks.slot_nblk[req.slot[q]]
             if target > held:
                 need += target - held
-    if need == 0:
-        return -1
-    if need > kv.num_free(ranks, r):
-        return ranks.run_list[r, ranks.run_len[r] - 1]
-    for k in range(ranks.act_len[r]):
-        q = act_list[r, k]
-        if in_decode_set(req, q):
-            g = req.num_generated[q]
-            m = min(1 + nextn, req.output_len[q] - g)
-            target = ceil_div(req.prompt_len[q] + g + m, bs)
-            slot = req.slot[q]
-            if target > slot_nblk[slot]:
-                kv.grow_slot(ranks, blocks, r, slot, target, p.num_blocks)
-    return -1
+    return need
 
 
 @helper
-def drop_last_hit(req, blocks, pfx_hash, q, r, hits, active):
-    """vLLM with MTP uses one block less of every prefix-cache hit (the drafter needs the
-    hidden states of the last matched block, so that block is recomputed)."""
-    b = kv.map_find(blocks, kv.block_key(req, pfx_hash, q, hits - 1, r))
-    if blocks.ref[b] > 0:
-        active -= 1
-    return hits - 1, active
+def reserve_bursts(ranks, blocks, r, need, num_blocks):
+    """Set aside `need` blocks for the bursts; False when the pool (free plus evictable cached
+    blocks) cannot cover them.
 
+    The reservation covers every member's longest burst, but a member only keeps the blocks its
+    actual burst fills (`grow_after_burst`); the rest return to the free pool at the pass end.
+    Cached blocks the reservation had to evict stay evicted, so the eviction is done here, in
+    full, before any token is drawn.
+    """
+    if need > kv.num_free(ranks, r):
+        return False
+    kv.evict_to_clean(ranks, blocks, r, need, num_blocks)
+    return True
+
+
+@helper
+def grow_after_burst(p, req, ranks, blocks, pfx_hash, r, q, known, emitted):
+    """After q emitted `emitted` tokens at known length `known`: its table covers the new
+    length (taken from the burst reservation) and every block full of computed tokens, which
+    now reach known + emitted - 1, is cached (the drafter finalises each accepted position)."""
+    bs = p.block_size
+    slot = req.slot[q]
+    end = known + emitted
+    # divisions are slow and a burst crosses a block boundary about once per bs / burst passes
+    if end > blocks.slot_nblk[slot] * bs and emitted < req.output_len[q] - req.num_generated[q]:
+        kv.grow_slot(ranks, blocks, r, slot, ceil_div(end, bs), p.num_blocks)
+    if p.prefix_caching:
+        done = known + emitted - 1
+        if done >= (blocks.slot_nhashed[slot] + 1) * bs:
+            kv.register_full_blocks(req, blocks, pfx_hash, q, r, slot, done, bs)
+
+
+@helper
+def drop_last_hit(hits, active):
+    """vLLM with MTP uses one block less of every prefix-cache hit (the drafter needs the
+    hidden states of the last matched block, so that block is recomputed). The hit blocks held
+    by live requests are capped at the shorter hit rather than tested block by block: a copy
+    held by a live request can follow an unreferenced copy in the chain (a recomputed block
+    is a second copy of its hash, and the probe sees the oldest one)."""
+    return hits - 1, min(active, hits - 1)

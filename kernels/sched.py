@@ -54,6 +54,15 @@ def round_ns(ms):
 
 
 @helper
+def phase_ms(ns):
+    """A whole-nanosecond phase duration in ms as the clock adds it: seconds plus nanoseconds
+    over 1e9 (Rust's Duration::as_secs_f64), times 1000. The pass end is
+    start + phase_ms(prefill) + phase_ms(decode), two float additions (docs/rules.md, "Clock")."""
+    whole = ns // 1_000_000_000
+    return (np.float64(whole) + np.float64(ns - whole * 1_000_000_000) / 1e9) * 1000.0
+
+
+@helper
 def spawn_next(p, req, stats, t_ms):
     """Closed loop: a request reaching a terminal state brings in the next one at t_ms."""
     if p.load_kind == LoadKind.CONCURRENCY:
@@ -323,7 +332,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
                                        trt)
         if mtp_on(mtp):
             if not trt and hits > 0:
-                hits, active = mtp_step.drop_last_hit(req, blocks, pfx_hash, q, r, hits, active)
+                hits, active = mtp_step.drop_last_hit(hits, active)
         if p.backend == Backend.TRTLLM:
             need = ceil_div(prompt + req.output_len[q], bs) - active
             if outstanding < 0:
@@ -393,9 +402,11 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
                 outstanding += ceil_div(prompt + req.output_len[q], bs) - blocks.slot_nblk[slot]
         budget -= n
         flags |= SCHED_PROGRESS
-        if budget == 0:
-            # observed on TRT-LLM: a fully cached prompt is admitted even with no budget left
-            # by the running requests, but once the budget is spent admission stops
+        if budget == 0 and n == 0:
+            # TRT-LLM: a fully cached prompt is admitted even with no budget left, and then
+            # admission stops. An admission that spends the budget on tokens does not stop it:
+            # the next head is still rejected if it can never run, and admitted if it is fully
+            # cached (observed); any other head finds no budget and waits.
             break
     return budget, flags
 
@@ -623,8 +634,8 @@ def batch_shape(req, ranks, r, x):
 
 @helper
 def price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx):
-    """Duration (ns) of a batch: prefill set + decode set at their floored means, each phase
-    rounded to whole nanoseconds."""
+    """(prefill ns, decode ns) of a batch: prefill set and decode set at their floored means,
+    each phase rounded to whole nanoseconds."""
     # P/D: a prefill worker charges no decode time, a decode worker no prefill time (4.5)
     if p.role == Role.PREFILL:
         bs_d = 0
@@ -640,12 +651,12 @@ def price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx):
         ctx = sum_ctx // bs_d
     prefill, decode = pass_time(p, plan, memo, bs_p, isl, pfx, bs_d, ctx, sum_isl - sum_pfx,
                                 sum_ctx)
-    return round_ns(prefill) + round_ns(decode)
+    return round_ns(prefill), round_ns(decode)
 
 
 @helper
 def price_rank(p, req, ranks, r, x, plan, memo):
-    """Duration (ns) of the rank's scheduled work: prefill set + decode set, rounded per phase."""
+    """(prefill ns, decode ns) of the rank's scheduled work."""
     bs_p, sum_isl, sum_pfx, bs_d, sum_ctx = batch_shape(req, ranks, r, x)
     return price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx)
 
@@ -654,13 +665,12 @@ def price_rank(p, req, ranks, r, x, plan, memo):
 def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, mtp, r, plan, memo, flags):
     """MTP: fix the prefill part, reserve the bursts' KV (preempting the last running request
     until it fits; a victim's prefill stays priced and is lost), price the surviving decode set.
-    Returns (duration_ns, flags).
+    Returns (prefill ns, decode ns, flags).
 
-    The batch sums and the members needing burst blocks were collected while scheduling
-    (mtp_step.shape_add), so the common case sweeps the running requests no further.
+    The batch sums and the bursts' block need were collected while scheduling
+    (mtp_step.shape_add), so the common case sweeps the running requests no further. The
+    reserved blocks are only taken by the bursts at the pass end (emit_rank).
     """
-    bs = p.block_size
-    nextn = p.nextn
     sh = mtp.shape
     bs_p = sh[r, mtp_step.SHAPE_PREFILLS]
     sum_isl = sh[r, mtp_step.SHAPE_ISL]
@@ -668,37 +678,31 @@ def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, mtp, r, plan, 
     bs_d = sh[r, mtp_step.SHAPE_DECODES]
     sum_ctx = sh[r, mtp_step.SHAPE_CTX]
     need = sh[r, mtp_step.SHAPE_NEED]
-    if need > 0:
-        if need <= kv.num_free(ranks, r):
-            grow = ranks.due_list
-            for j in range(sh[r, mtp_step.SHAPE_GROW]):
-                q = grow[r, j]
-                g = req.num_generated[q]
-                end = req.prompt_len[q] + g + min(1 + nextn, req.output_len[q] - g)
-                kv.grow_slot(ranks, blocks, r, req.slot[q], ceil_div(end, bs), p.num_blocks)
-        else:
-            while True:
-                if p.backend == Backend.TRTLLM:
-                    flags |= SCHED_TRT_PREEMPT
-                    break
-                preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
-                flags |= SCHED_PROGRESS
-                if mtp_step.reserve_bursts(p, req, ranks, blocks, r, nextn) < 0:
-                    break
-            act_list = ranks.act_list
-            bs_d = 0
-            sum_ctx = 0
-            for k in range(ranks.act_len[r]):
-                q = act_list[r, k]
-                if mtp_step.in_decode_set(req, q):
-                    bs_d += 1
-                    sum_ctx += req.prompt_len[q] + req.num_generated[q]
-    return price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx), flags
+    if need > 0 and not mtp_step.reserve_bursts(ranks, blocks, r, need, p.num_blocks):
+        while True:
+            if p.backend == Backend.TRTLLM:
+                flags |= SCHED_TRT_PREEMPT
+                break
+            preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
+            flags |= SCHED_PROGRESS
+            need = mtp_step.burst_need(p, req, ranks, blocks, r)
+            if mtp_step.reserve_bursts(ranks, blocks, r, need, p.num_blocks):
+                break
+        act_list = ranks.act_list
+        bs_d = 0
+        sum_ctx = 0
+        for k in range(ranks.act_len[r]):
+            q = act_list[r, k]
+            if mtp_step.in_decode_set(req, q):
+                bs_d += 1
+                sum_ctx += req.prompt_len[q] + req.num_generated[q]
+    prefill_ns, decode_ns = price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx)
+    return prefill_ns, decode_ns, flags
 
 
 @helper
 def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_ms, step, mtp):
-    """Run one pass's scheduling on rank r at t_ms. Returns (duration_ns, flags)."""
+    """Run one pass's scheduling on rank r at t_ms. Returns (prefill ns, decode ns, flags)."""
     x = ranks.pass_idx[r] + 1
     ranks.pass_idx[r] = x
     defer = False
@@ -726,11 +730,12 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_
     if mtp_on(mtp):
         return reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, mtp, r, plan, memo,
                                      flags)
-    return price_rank(p, req, ranks, r, x, plan, memo), flags
+    prefill_ns, decode_ns = price_rank(p, req, ranks, r, x, plan, memo)
+    return prefill_ns, decode_ns, flags
 
 
 @helper
-def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
+def emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp):
     """Pass end on rank r: every request whose known sequence is computed emits one token (MTP:
     a drafting decoder emits its burst, every token stamped now).
 
@@ -766,7 +771,8 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
         n = sched_tokens[q]
         sched_tokens[q] = 0
         g = num_generated[q]
-        if req.activated[q]:
+        activated = req.activated[q]
+        if activated:
             req.activated[q] = False
             n = 1
         known = prompt_len[q] + g
@@ -781,6 +787,9 @@ def emit_rank(p, req, ranks, blocks, stats, r, t_ms, mtp):
                     burst = min(mtp_step.burst_tokens(mtp, r, s), out_len - g)
                     # computed stays one short of the known length between passes
                     num_computed[q] = known + burst - 1
+                if not activated:  # its tokens fill blocks the burst reservation set aside
+                    mtp_step.grow_after_burst(p, req, ranks, blocks, pfx_hash, r, q, known,
+                                              burst)
                 req.drafting[q] = True
             if g == 0:
                 first_token[q] = t_ms

@@ -13,7 +13,7 @@ from aisim.engine.interruptible import run_kernel
 from aisim.engine.run import traffic_inputs
 from aisim.engine.spec import EngineSpec, resolve_role
 from aisim.errors import CapacityError, NotAvailableError
-from aisim.kernels.codes import Clock, ReqStatus, Role, RunResult
+from aisim.kernels.codes import ReqStatus, Role, RunResult
 from aisim.traffic import Traffic
 
 
@@ -83,8 +83,6 @@ def _params(spec: EngineSpec, role: Role, n: int, capture: bool):
     params = spec.kernel_params(capture)._replace(
         max_seqs=max(1, min(spec.max_seqs, n)), role=int(role)
     )
-    if role == Role.PREFILL and params.clock == Clock.NS_OVER_1E6:
-        params = params._replace(clock=int(Clock.VIA_SECONDS))
     return params
 
 

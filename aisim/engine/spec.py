@@ -10,7 +10,7 @@ import numpy as np
 
 from aisim.engine.bounds import check_pass_time, check_state_fits
 from aisim.errors import CapacityError, ConfigError, NotAvailableError
-from aisim.kernels.codes import Backend, Clock, LoadKind, TimingKind
+from aisim.kernels.codes import Backend, LoadKind, TimingKind
 from aisim.models import ModelArch, load_model
 
 NO_LIMIT = np.iinfo(np.int64).max // 4
@@ -41,9 +41,6 @@ class KernelParams(NamedTuple):
     max_time_ms: float  # stop.max_virtual_time_seconds in ms (inf: run until the trace ends)
     nextn: int  # MTP draft tokens per decode step (0 = no MTP)
     capture_passes: bool = False  # write one PassLog row per rank per pass (--capture-passes)
-    # how a pass's integer-ns duration reaches the float ms clock, as AISimulate converts it on
-    # that path (the forms differ in the last bit): kernels.codes.Clock
-    clock: int = 0
     role: int = 0  # kernels.codes.Role: aggregated, or the prefill / decode side of P/D
 
 
@@ -127,8 +124,6 @@ class EngineSpec:
             max_time_ms=float(self.max_time_ms),
             nextn=int(self.nextn),
             capture_passes=bool(capture_passes),
-            clock=int(Clock.NS_TIMES_1E6 if self.timing == "op_level"
-                      and self.model.num_experts > 0 else Clock.NS_OVER_1E6),
         )
 
 
