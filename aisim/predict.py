@@ -129,9 +129,8 @@ def _shared_plan_and_memo(memos: dict, spec, source_path):
     arrays (equal plans, equal prices), e.g. all points of a concurrency or scheduler sweep."""
     import dataclasses
 
-    import numpy as np
-
     from aisim.state import allocate_memo
+    from aisim.timing.plan_cache import plan_digest
     from aisim.timing.provider import plan_for
 
     fields = {k: v for k, v in dataclasses.asdict(spec).items() if k not in _TRAFFIC_FIELDS}
@@ -139,11 +138,7 @@ def _shared_plan_and_memo(memos: dict, spec, source_path):
     plans = memos.setdefault("plans", {})
     if spec_key not in plans:
         plan = plan_for(spec, f"{source_path}: engine.workers.{spec.role}")
-        h = hashlib.sha256()
-        for a in plan.arrays:
-            h.update(str(a.dtype).encode() + str(a.shape).encode())
-            h.update(np.ascontiguousarray(a).tobytes())
-        plans[spec_key] = (plan, h.hexdigest())
+        plans[spec_key] = (plan, plan_digest(plan.arrays))
     plan, plan_hash = plans[spec_key]
     shared = memos.setdefault("memos", {})
     if plan_hash not in shared:
