@@ -245,14 +245,16 @@ def provenance(pred: Prediction) -> dict:
 
 
 def optable_sha256(spec) -> str:
-    """Hash of the op-time table manifest (which lists every table's sha256); "" when the run's
+    """Hash of the op-time table manifest (which lists every table's sha256) of the run's
+    hardware (P/D: of each op-level role's, in name order when they differ); "" when the run's
     timing does not read the tables."""
     if getattr(spec, "timing", None) != "op_level":
         return ""
-    from importlib import resources
+    from aisim.timing.plan_cache import manifest_bytes
 
-    manifest = resources.files("aisim.data") / "optables" / "b200_sxm" / "manifest.json"
-    return hashlib.sha256(manifest.read_bytes()).hexdigest()
+    roles = (spec.prefill, spec.decode) if hasattr(spec, "decode") else (spec,)
+    hardware = sorted({r.hardware for r in roles if r.timing == "op_level"})
+    return hashlib.sha256(b"".join(manifest_bytes(h) for h in hardware)).hexdigest()
 
 
 def summary_json(pred: Prediction, digest: str) -> str:
