@@ -141,12 +141,7 @@ def assemble(model_id: str, deployment: Deployment, system: GpuSystem, rows: lis
     arrays = OpPlan(
         scalars=pass_scalars(mode=MODES[deployment.mode], num_ctx_ops=num_ctx, num_ops=num_ops,
                              nextn=deployment.nextn, **system_scalars(system), **scalars),
-        ops=ops, gemm=record,
-        **{"context_attention": absent_grid(), "generation_attention": absent_grid(),
-           "dsa_context": absent_grid(), "dsa_generation": absent_grid(),
-           "allreduce": absent_curve(), "all_gather": absent_curve(),
-           "reduce_scatter": absent_curve(), "moe": absent_moe(), **leaves},
-        scratch_d=np.zeros(8, np.float64), scratch_i=np.zeros(8, np.int64))
+        ops=ops, gemm=record, **{**_stand_ins(), **leaves})
     return PassPlan(arrays=arrays,
                     op_names=tuple(f"{r.phase}_{r.name}" for r in rows[:num_ops]),
                     num_ctx_ops=num_ctx, model_id=model_id, backend=deployment.backend,
@@ -173,12 +168,16 @@ def placeholder_plan() -> OpPlan:
     """An OpPlan-typed value for runs without op-level timing (one kernel specialization)."""
     ops = OpList(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), np.zeros(1))
     record, _ = gemm_sites([], None, _NO_SYSTEM)
-    return OpPlan(scalars=pass_scalars(), ops=ops, gemm=record,
-                  context_attention=absent_grid(), generation_attention=absent_grid(),
-                  dsa_context=absent_grid(), dsa_generation=absent_grid(),
-                  allreduce=absent_curve(), all_gather=absent_curve(),
-                  reduce_scatter=absent_curve(), moe=absent_moe(),
-                  scratch_d=np.zeros(8, np.float64), scratch_i=np.zeros(8, np.int64))
+    return OpPlan(scalars=pass_scalars(), ops=ops, gemm=record, **_stand_ins())
+
+
+def _stand_ins() -> dict:
+    """Every OpPlan leaf as a stand-in, plus the attention hold's scratch space."""
+    return {"context_attention": absent_grid(), "generation_attention": absent_grid(),
+            "dsa_context": absent_grid(), "dsa_generation": absent_grid(),
+            "allreduce": absent_curve(), "all_gather": absent_curve(),
+            "reduce_scatter": absent_curve(), "moe": absent_moe(),
+            "scratch_d": np.zeros(8, np.float64), "scratch_i": np.zeros(8, np.int64)}
 
 
 _NO_SYSTEM = GpuSystem(mem_bw=1.0, mem_eff=1.0, mem_const_s=0.0, intra_node_bw=1.0,
