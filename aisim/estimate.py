@@ -159,7 +159,7 @@ def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, .
     return {
         "config": str(config_path),
         "model": spec.model.model_id,
-        "hardware": "b200_sxm",
+        "hardware": spec.hardware,
         "backend": spec.backend,
         "backend_version": data_version(spec.backend, spec.backend_version),
         "database_mode": spec.database_mode,

@@ -127,9 +127,8 @@ def _shared_plan_and_memo(memos: dict, spec, source_path):
     arrays (equal plans, equal prices), e.g. all points of a concurrency or scheduler sweep."""
     import dataclasses
 
-    import numpy as np
-
     from aisim.state import allocate_memo
+    from aisim.timing.plan_cache import plan_digest
     from aisim.timing.provider import plan_for
 
     fields = {k: v for k, v in dataclasses.asdict(spec).items() if k not in _TRAFFIC_FIELDS}
@@ -137,11 +136,7 @@ def _shared_plan_and_memo(memos: dict, spec, source_path):
     plans = memos.setdefault("plans", {})
     if spec_key not in plans:
         plan = plan_for(spec, f"{source_path}: engine.workers.{spec.role}")
-        h = hashlib.sha256()
-        for a in plan.arrays:
-            h.update(str(a.dtype).encode() + str(a.shape).encode())
-            h.update(np.ascontiguousarray(a).tobytes())
-        plans[spec_key] = (plan, h.hexdigest())
+        plans[spec_key] = (plan, plan_digest(plan.arrays))
     plan, plan_hash = plans[spec_key]
     shared = memos.setdefault("memos", {})
     if plan_hash not in shared:
@@ -251,14 +246,16 @@ def provenance(pred: Prediction) -> dict:
 
 
 def optable_sha256(spec) -> str:
-    """Hash of the op-time table manifest (which lists every table's sha256); "" when the run's
+    """Hash of the op-time table manifest (which lists every table's sha256) of the run's
+    hardware (P/D: of each op-level role's, in name order when they differ); "" when the run's
     timing does not read the tables."""
     if getattr(spec, "timing", None) != "op_level":
         return ""
-    from importlib import resources
+    from aisim.timing.plan_cache import manifest_bytes
 
-    manifest = resources.files("aisim.data") / "optables" / "b200_sxm" / "manifest.json"
-    return hashlib.sha256(manifest.read_bytes()).hexdigest()
+    roles = (spec.prefill, spec.decode) if hasattr(spec, "decode") else (spec,)
+    hardware = sorted({r.hardware for r in roles if r.timing == "op_level"})
+    return hashlib.sha256(b"".join(manifest_bytes(h) for h in hardware)).hexdigest()
 
 
 def summary_json(pred: Prediction, digest: str) -> str:

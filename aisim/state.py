@@ -516,21 +516,11 @@ def allocate_memo(num_ops: int, slots: int = 1 << 12) -> TimingMemo:
                       np.zeros(n), np.zeros(2, np.int64))
 
 
-_PLAN_INT_FIELDS = ("op_kind", "op_index", "gemm_num_sites", "site_off", "ctx_o0", "ctx_o1",
-                    "gen_o0", "gen_o1", "scratch_i", "dsa_ctx_o0", "dsa_ctx_o1", "dsa_gen_o0",
-                    "dsa_gen_o1")
-
-
 def placeholder_plan():
-    """A DensePlan-typed value for runs without op-level timing (one kernel specialization)."""
-    from aisim.timing.plan import DensePlan
+    """An OpPlan-typed value for runs without op-level timing (one kernel specialization)."""
+    from aisim.timing.plan_record import placeholder_plan as placeholder
 
-    arrays = []
-    for name in DensePlan._fields:
-        dtype = np.int64 if name in _PLAN_INT_FIELDS or name == "gemm_sites" else np.float64
-        shape = (1, 4) if name in ("gemm_sites", "gemm_weights") else (1,)
-        arrays.append(np.zeros(shape, dtype))
-    return DensePlan(*arrays)
+    return placeholder()
 
 
 # One row per rank per scheduler pass, written only when KernelParams.capture_passes is set

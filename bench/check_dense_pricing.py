@@ -38,6 +38,7 @@ def parse_case(name: str):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--golden", type=Path, default=GOLDEN)
+    ap.add_argument("--hardware", default="b200_sxm", help="the golden figures' system")
     ap.add_argument("--silicon", type=Path, default=None)
     ap.add_argument("--source", choices=("compiled", "dev"), default="compiled",
                     help="compiled op-time table (data/optables) or the source parquet")
@@ -45,23 +46,25 @@ def main() -> None:
 
     from aisim.models import load_model
     from aisim.timing.dev_source import load_dev_system, load_dev_tables
-    from aisim.timing.plan import build_dense_plan
+    from aisim.timing.family_dense import build_dense_plan
+    from aisim.timing.plan_record import Deployment
     from aisim.timing.pricer import PassPricer
+    from aisim.timing.system import GpuSystem
+    from aisim.timing.tables import load_tables
 
     golden = json.loads(args.golden.read_text())
     model = load_model("Qwen/Qwen3-32B")
-    system = load_dev_system(silicon_dir=args.silicon)
-    from aisim.timing.tables import load_tables
+    system = GpuSystem.from_dict(load_dev_system(args.hardware, silicon_dir=args.silicon))
     worst_all = 0.0
     for key, (backend, version) in CASES.items():
         g = golden[key]
         if args.source == "dev":
-            tables = load_dev_tables(backend, version, silicon_dir=args.silicon)
+            tables = load_dev_tables(backend, version, args.hardware, silicon_dir=args.silicon)
         else:
-            tables, system = load_tables("b200_sxm", backend, version)
+            tables, system = load_tables(args.hardware, backend, version)
         for mode in ("SILICON", "SOL"):
-            plan = build_dense_plan(model, tables, system, backend=backend, version=version,
-                                    tensor_parallel=4, mode=mode)
+            plan = build_dense_plan(model, tables, system,
+                                    Deployment(backend, version, tensor=4, mode=mode))
             pr = PassPricer(plan)
             if mode == "SILICON":
                 for d in plan.gemm_descr:

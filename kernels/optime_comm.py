@@ -1,13 +1,27 @@
-"""Communication lookups: 1-D curves over message elements (timing.md 3.4).
+"""Communication lookups: 1-D curves over message elements (docs/timing.md 4.5), latency and energy.
 
-A curve is sorted x (message elements) with latency y (ms). Inside: exact or raw linear.
-Outside: utilisation hold on the single nearest boundary point (k_tail = 1):
-latency = SOL(query) / (SOL(x_edge) / y_edge).
+A curve (`Curve`) is sorted x (message elements) with latency y (ms) and leaf energy en (W*ms,
+0 where the table has no power), read by optime_interp.curve_le. The custom allreduce carries
+its table's energy; NCCL tables have no power (AISimulate reports the MoE dispatch / combine
+without energy evidence), so `moe_dispatch_ms` returns latency only.
 
 Mirrors: AISimulate 0.13 perf_interp v2 1-D curve (custom allreduce, NCCL).
 """
 
+from typing import NamedTuple
+
+import numpy as np
+
 from aisim.kernels._jit import helper, kernel
+from aisim.kernels.optime_interp import curve_le
+
+
+class Curve(NamedTuple):
+    """A 1-D table curve (aisim.timing.leaf_comm)."""
+
+    x: np.ndarray    # float64[n] message elements, ascending
+    y: np.ndarray    # float64[n] ms
+    en: np.ndarray   # float64[n] W*ms (0 = no power)
 
 
 @helper
@@ -19,24 +33,30 @@ def allreduce_sol_ms(elements, num_gpus, elem_bytes, link_bw):
 
 
 @kernel
-def allreduce_latency_ms(elements, x, y, num_gpus, elem_bytes, link_bw):
-    """Custom allreduce of `elements` on its curve (x, y); 0 at one GPU."""
+def allreduce_le(elements, curve, num_gpus, elem_bytes, link_bw):
+    """(latency ms, energy W*ms) of a custom allreduce of `elements` on `curve`; 0 at one GPU."""
     if num_gpus <= 1:
-        return 0.0
-    n = x.shape[0]
-    lo = 0
-    hi = n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if x[mid] < elements:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < n and x[lo] == elements:
-        return y[lo]
-    if 0 < lo < n:
-        w = (elements - x[lo - 1]) / (x[lo] - x[lo - 1])
-        return y[lo - 1] + (y[lo] - y[lo - 1]) * w
-    j = 0 if lo == 0 else n - 1
-    util = allreduce_sol_ms(x[j], num_gpus, elem_bytes, link_bw) / y[j]
-    return allreduce_sol_ms(elements, num_gpus, elem_bytes, link_bw) / util
+        return 0.0, 0.0
+    x = curve.x
+    return curve_le(elements, x, curve.y, curve.en,
+                    allreduce_sol_ms(elements, num_gpus, elem_bytes, link_bw),
+                    allreduce_sol_ms(x[0], num_gpus, elem_bytes, link_bw),
+                    allreduce_sol_ms(x[x.shape[0] - 1], num_gpus, elem_bytes, link_bw))
+
+
+@kernel
+def moe_dispatch_ms(elements, attention_dp, allreduce, nccl, num_gpus, link_bw,
+                    with_allreduce):
+    """Latency of a vLLM MoE dispatch / combine of `elements` (tokens x hidden x attention-DP).
+
+    A custom allreduce of elements / attention-DP over the MoE group when attention is
+    tensor-parallel (`with_allreduce`), plus the NCCL all_gather / reduce_scatter (`nccl`) of
+    `elements` under attention-DP. An NCCL curve's SOL (bytes (n - 1) / n / bw) is the
+    allreduce SOL / 2 and only SOL ratios enter its hold, so the allreduce lookup serves both.
+    """
+    ms = 0.0
+    if with_allreduce:
+        ms += allreduce_le(elements / attention_dp, allreduce, num_gpus, 2.0, link_bw)[0]
+    if attention_dp > 1.0:
+        ms += allreduce_le(elements, nccl, num_gpus, 2.0, link_bw)[0]
+    return ms

@@ -1,4 +1,4 @@
-"""DeepSeek-V3.2 DSA attention modules outside the measured grid (timing.md 3.4).
+"""DeepSeek-V3.2 DSA attention modules outside the measured grid (docs/timing.md 4.8).
 
 The DSA module tables are read by the raw grid of `optime_attention` (context axes
 (prefix + 1, new tokens, batch) at the rank's head count; generation axes (heads, batch, kv)).
@@ -21,9 +21,10 @@ Two things are DSA-specific and live here:
   ((R - d) / (R d))^2 with R the 5th nearest distance, latency = SOL(query) / mean util.
 
 Both fitted to AISimulate 0.13's per-op figures and SOL parts (`static_phase_diagnostics`),
-exact on V3.2 vLLM ADP8 and TRT-LLM ADP8 / TP8 (see NOTES.md, issue 6). A dense MLA module
-(V3 / R1 on vLLM) sets DSA_TOPK = 0: its generation module uses `mla_generation_sol_ms` and the
-plain 3-axis hold; its context module is read as context attention (aisim.timing.plan_moe).
+exact on V3.2 vLLM ADP8 and TRT-LLM ADP8 / TP8 (see NOTES.md, "DeepSeek attention modules
+outside the grid"). A dense MLA module (V3 / R1) sets DSA_TOPK = 0: its generation module uses
+`mla_generation_sol_ms` and the plain 3-axis hold; its context module is read as context
+attention (aisim.timing.family_deepseek_mla).
 
 The hold's leaves are packed into the tail of the module's `par` array (no extra plan field):
 par[DSA_HOLD_NUM] leaves from DSA_PAR_SIZE on, each DSA_LEAF_SIZE floats

@@ -1,18 +1,45 @@
-"""GEMM latency lookups: the "scattered sites" resolver of timing.md 3.1, over a resolved plan.
+"""GEMM lookups: the "scattered sites" resolver of docs/timing.md 4.1, over a resolved plan.
 
 A *site* is one collected (dtype, n, k) with its m-curve (sorted m, latency already raised to at
-least SOL at load). A planned GEMM op is either an exact site (one neighbour, weight 1, flag
-exact) or up to GEMM_MAX_NEIGHBOURS candidate neighbour sites with 1/(d^2 + 1e-12) weights fixed
-at plan time (the weights do not depend on m, timing.md 6.3; which 4 of them are averaged
-does). Every function here is pure over arrays and scalars.
+least SOL at load, leaf energy beside it). A planned GEMM op is either an exact site (one
+neighbour, weight 1, flag exact) or up to 16 candidate neighbour sites with 1/(d^2 + 1e-12)
+weights fixed at plan time (the weights do not depend on m, docs/timing.md 4.1; which 4 of them are
+averaged does). Every function here is pure over arrays and scalars and returns latency and
+energy (or blend power) together; optime_interp says how power is blended.
 
 Mirrors: AISimulate 0.13 perf_interp v2 GEMM path (exact m -> measured; between m -> linear in
 raw latency; outside -> median utilisation of the 3 boundary points, latency = SOL / util;
 shape not collected -> IDW of per-site utilisation at the query m over the 4 nearest sites whose
-m-curve covers m, or the 4 nearest when none does).
+m-curve covers m, or the 4 nearest when none does; power blended with the same weights, the
+median of the 3 boundary powers outside).
 """
 
+from typing import NamedTuple
+
+import numpy as np
+
 from aisim.kernels._jit import helper, kernel
+from aisim.kernels.optime_interp import BELOW, blend_power, median3, segment_lp
+
+
+class GemmSites(NamedTuple):
+    """The plan's GEMM ops and the collected sites they read (aisim.timing.leaf_gemm)."""
+
+    op_n: np.ndarray          # float64[num_gemm] the op's shape
+    op_k: np.ndarray
+    op_flops: np.ndarray      # FLOP/s of the op's dtype
+    op_bpe: np.ndarray        # bytes per element of the op's dtype
+    op_num_sites: np.ndarray  # int64[num_gemm]: 0 = exact site, else IDW candidates
+    op_sites: np.ndarray      # int64[num_gemm, max candidates] site ids, nearest first
+    op_weights: np.ndarray    # float64[num_gemm, max candidates] 1/(d^2 + 1e-12)
+    site_off: np.ndarray      # int64[num_sites + 1] each site's rows in curve_*
+    site_n: np.ndarray        # float64[num_sites]
+    site_k: np.ndarray
+    site_flops: np.ndarray
+    site_bpe: np.ndarray
+    curve_m: np.ndarray       # float64[rows] sorted per site
+    curve_lat: np.ndarray     # float64[rows] ms, raised to >= SOL
+    curve_en: np.ndarray      # float64[rows] W*ms of the measured latency (0 = no power)
 
 
 @helper
@@ -24,107 +51,94 @@ def gemm_sol_ms(m, n, k, flops, bytes_per_elem, mem_bw):
 
 
 @helper
-def _median3(a, b, c):
-    if a > b:
-        a, b = b, a
-    if b > c:
-        b, c = c, b
-    if a > b:
-        a, b = b, a
-    return b
+def gemm_op_sol_ms(gemm, g, m, mem_bw):
+    """SOL of planned GEMM op g at m, ms."""
+    return gemm_sol_ms(m, gemm.op_n[g], gemm.op_k[g], gemm.op_flops[g], gemm.op_bpe[g], mem_bw)
 
 
-@kernel
-def site_latency_ms(site, m, site_off, site_n, site_k, site_flops, site_bpe, curve_m,
-                    curve_lat, mem_bw):
-    """Latency of site `site` at m: exact, linear between measured m, or median-of-3 util hold.
+@helper
+def _site_sol_ms(gemm, site, m, mem_bw):
+    return gemm_sol_ms(m, gemm.site_n[site], gemm.site_k[site], gemm.site_flops[site],
+                       gemm.site_bpe[site], mem_bw)
 
-    curve_m / curve_lat: float64[rows], each site's rows at [site_off[site], site_off[site+1]),
-    sorted by m; latency already clamped to >= SOL.
-    """
-    lo = site_off[site]
-    hi = site_off[site + 1]
-    count = hi - lo
-    # binary search: first index with curve_m >= m
-    a = lo
-    b = hi
-    while a < b:
-        mid = (a + b) >> 1
-        if curve_m[mid] < m:
-            a = mid + 1
-        else:
-            b = mid
-    if a < hi and curve_m[a] == m:
-        return curve_lat[a]
-    if lo < a < hi:
-        m0 = curve_m[a - 1]
-        m1 = curve_m[a]
-        l0 = curve_lat[a - 1]
-        w = (m - m0) / (m1 - m0)
-        return l0 + (curve_lat[a] - l0) * w
-    n = site_n[site]
-    k = site_k[site]
-    flops = site_flops[site]
-    bpe = site_bpe[site]
-    if count < 3:
-        j = lo if a == lo else hi - 1
-        util = gemm_sol_ms(curve_m[j], n, k, flops, bpe, mem_bw) / curve_lat[j]
+
+# inlined into gemm_le: called out of line once per neighbour site, it copied the GEMM record's
+# ~110 argument words per call, which cost about as much as the lookup itself
+@helper
+def site_lp(gemm, site, m, mem_bw):
+    """(latency, blend power) of site `site` at m: exact, linear between measured m, or the
+    median-of-3 utilisation hold (latency) and median-of-3 power."""
+    lat = gemm.curve_lat
+    en = gemm.curve_en
+    cm = gemm.curve_m
+    lo = gemm.site_off[site]
+    hi = gemm.site_off[site + 1]
+    y, power, at = segment_lp(cm, lat, en, lo, hi, m)
+    if at >= -1:
+        return y, power
+    below = at == BELOW
+    if hi - lo < 3:
+        j = lo if below else hi - 1
+        util = _site_sol_ms(gemm, site, cm[j], mem_bw) / lat[j]
+        power = blend_power(lat, en, j)
     else:
-        j = lo if a == lo else hi - 3
-        u0 = gemm_sol_ms(curve_m[j], n, k, flops, bpe, mem_bw) / curve_lat[j]
-        u1 = gemm_sol_ms(curve_m[j + 1], n, k, flops, bpe, mem_bw) / curve_lat[j + 1]
-        u2 = gemm_sol_ms(curve_m[j + 2], n, k, flops, bpe, mem_bw) / curve_lat[j + 2]
-        util = _median3(u0, u1, u2)
-    return gemm_sol_ms(m, n, k, flops, bpe, mem_bw) / util
+        j = lo if below else hi - 3
+        u0 = _site_sol_ms(gemm, site, cm[j], mem_bw) / lat[j]
+        u1 = _site_sol_ms(gemm, site, cm[j + 1], mem_bw) / lat[j + 1]
+        u2 = _site_sol_ms(gemm, site, cm[j + 2], mem_bw) / lat[j + 2]
+        util = median3(u0, u1, u2)
+        power = median3(blend_power(lat, en, j), blend_power(lat, en, j + 1),
+                        blend_power(lat, en, j + 2))
+    return _site_sol_ms(gemm, site, m, mem_bw) / util, power
 
 
-IDW_SITES = 4   # neighbour sites averaged per query (timing.md 3.1)
+IDW_SITES = 4   # neighbour sites averaged per query (docs/timing.md 4.1)
 
 
 @helper
-def covers(site, m, site_off, curve_m):
+def covers(gemm, site, m):
     """True when site's measured m-curve spans m (the IDW only averages such sites)."""
-    return curve_m[site_off[site]] <= m <= curve_m[site_off[site + 1] - 1]
+    return gemm.curve_m[gemm.site_off[site]] <= m <= gemm.curve_m[gemm.site_off[site + 1] - 1]
 
 
 @helper
-def any_covers(g, m, gemm_num_sites, gemm_sites, site_off, curve_m):
+def any_covers(gemm, g, m):
     """True when some candidate neighbour of GEMM op g has measured m (else the IDW falls back
     to the nearest IDW_SITES candidates, m being above every curve)."""
-    for j in range(gemm_num_sites[g]):  # noqa: SIM110 (numba: no any() over a generator)
-        if covers(gemm_sites[g, j], m, site_off, curve_m):
+    for j in range(gemm.op_num_sites[g]):  # noqa: SIM110 (numba: no any() over a generator)
+        if covers(gemm, gemm.op_sites[g, j], m):
             return True
     return False
 
 
 @kernel
-def gemm_latency_ms(g, m, gemm_n, gemm_k, gemm_flops, gemm_bpe, gemm_num_sites, gemm_sites,
-                    gemm_weights, site_off, site_n, site_k, site_flops, site_bpe, curve_m,
-                    curve_lat, mem_bw):
-    """Latency of planned GEMM op g at m (ms per call).
+def gemm_le(gemm, g, m, mem_bw):
+    """(latency ms, energy W*ms) of planned GEMM op g at m, one call.
 
-    gemm_num_sites[g] == 0 marks an exact site (gemm_sites[g, 0]); otherwise that many
-    candidate neighbours, nearest first, with weights gemm_weights[g, :] (1/(d^2 + 1e-12)): the
-    first IDW_SITES whose m-curve covers m enter the IDW (the first IDW_SITES if none does).
+    op_num_sites[g] == 0 marks an exact site (op_sites[g, 0]); otherwise that many candidate
+    neighbours, nearest first, with weights op_weights[g, :]: the first IDW_SITES whose m-curve
+    covers m enter the IDW (the first IDW_SITES if none does). Energy = blend power x latency.
     """
-    if gemm_num_sites[g] == 0:
-        return site_latency_ms(gemm_sites[g, 0], m, site_off, site_n, site_k, site_flops,
-                               site_bpe, curve_m, curve_lat, mem_bw)
-    only_covering = any_covers(g, m, gemm_num_sites, gemm_sites, site_off, curve_m)
+    if gemm.op_num_sites[g] == 0:
+        lat, power = site_lp(gemm, gemm.op_sites[g, 0], m, mem_bw)
+        return lat, power * lat
+    only_covering = any_covers(gemm, g, m)
     num = 0.0
     den = 0.0
+    num_p = 0.0
     taken = 0
-    for i in range(gemm_num_sites[g]):
-        s = gemm_sites[g, i]
-        if only_covering and not covers(s, m, site_off, curve_m):
+    for i in range(gemm.op_num_sites[g]):
+        s = gemm.op_sites[g, i]
+        if only_covering and not covers(gemm, s, m):
             continue
-        lat = site_latency_ms(s, m, site_off, site_n, site_k, site_flops, site_bpe, curve_m,
-                              curve_lat, mem_bw)
-        util = gemm_sol_ms(m, site_n[s], site_k[s], site_flops[s], site_bpe[s], mem_bw) / lat
-        w = gemm_weights[g, i]
+        lat, power = site_lp(gemm, s, m, mem_bw)
+        util = _site_sol_ms(gemm, s, m, mem_bw) / lat
+        w = gemm.op_weights[g, i]
         num += w * util
         den += w
+        num_p += w * power
         taken += 1
         if taken == IDW_SITES:
             break
-    return gemm_sol_ms(m, gemm_n[g], gemm_k[g], gemm_flops[g], gemm_bpe[g], mem_bw) / (num / den)
+    lat = gemm_op_sol_ms(gemm, g, m, mem_bw) / (num / den)
+    return lat, (num_p / den) * lat

@@ -1,16 +1,21 @@
-"""Routed-expert (MoE) lookups: a 1-D curve over GLOBAL tokens (timing.md 3.4).
+"""Routed-expert (MoE) lookups: a 1-D curve over GLOBAL tokens (docs/timing.md 4.7).
 
-The curve is sorted x (global tokens = local tokens x attention-DP) with latency y (ms per
-layer for the whole fused gate/up/down expert computation) and leaf energy en (W*ms, 0 where
-the table has no power). Inside: exact or raw linear. Outside: utilisation hold on the single
-nearest boundary point (k_tail = 1): latency = SOL(query) / (SOL(x_edge) / y_edge).
+The curve (`MoeCurve`) is sorted x (global tokens = local tokens x attention-DP) with latency y
+(ms per layer for the whole fused gate/up/down expert computation) and leaf energy en (W*ms, 0
+where the table has no power), read by optime_interp.curve_le (exact or raw linear inside,
+utilisation hold on the nearest boundary point outside).
 
 `par` (float64[MOE_PAR_SIZE]) holds the slice's SOL constants (MOE_* below).
 
 Mirrors: AISimulate 0.13 perf_interp v2 1-D curve for the MoE op.
 """
 
+from typing import NamedTuple
+
+import numpy as np
+
 from aisim.kernels._jit import helper, kernel
+from aisim.kernels.optime_interp import curve_le
 
 MOE_TOPK = 0
 MOE_HIDDEN = 1
@@ -24,6 +29,15 @@ MOE_MEM_BW = 8
 MOE_DP = 9        # attention-DP: global tokens = local tokens x this
 MOE_GATED = 10    # GEMMs per expert: 3 when gated (gate, up, down), else 2
 MOE_PAR_SIZE = 12
+
+
+class MoeCurve(NamedTuple):
+    """The routed experts' curve and SOL constants (aisim.timing.leaf_moe)."""
+
+    x: np.ndarray     # float64[n] global tokens, ascending
+    y: np.ndarray     # float64[n] ms per layer
+    en: np.ndarray    # float64[n] W*ms (0 = no power)
+    par: np.ndarray   # float64[MOE_PAR_SIZE]
 
 
 @helper
@@ -51,33 +65,12 @@ def moe_sol_ms(tokens, par):
     return (compute if compute > memory else memory) * 1000.0
 
 
-@helper
-def _blend_power(y, en, j):
-    if en[j] > 0.0 and y[j] > 0.0:
-        return en[j] / y[j]
-    return 0.0
-
-
 @kernel
-def moe_le(tokens, x, y, en, par):
-    """(latency ms, energy W*ms) of one MoE layer at `tokens` global tokens."""
-    n = x.shape[0]
-    lo = 0
-    hi = n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if x[mid] < tokens:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < n and x[lo] == tokens:
-        return y[lo], en[lo]
-    if 0 < lo < n:
-        w = (tokens - x[lo - 1]) / (x[lo] - x[lo - 1])
-        lat = y[lo - 1] + (y[lo] - y[lo - 1]) * w
-        p0 = _blend_power(y, en, lo - 1)
-        return lat, (p0 + (_blend_power(y, en, lo) - p0) * w) * lat
-    j = 0 if lo == 0 else n - 1
-    util = moe_sol_ms(x[j], par) / y[j]
-    lat = moe_sol_ms(tokens, par) / util
-    return lat, _blend_power(y, en, j) * lat
+def moe_le(local_tokens, moe):
+    """(latency ms, energy W*ms) of one MoE layer at `local_tokens` tokens of this rank (the
+    curve is read at global tokens = local x attention-DP)."""
+    par = moe.par
+    x = moe.x
+    tokens = local_tokens * par[MOE_DP]
+    return curve_le(tokens, x, moe.y, moe.en, moe_sol_ms(tokens, par), moe_sol_ms(x[0], par),
+                    moe_sol_ms(x[x.shape[0] - 1], par))

@@ -15,7 +15,7 @@ requests.
 import numpy as np
 
 from aisim.kernels import kv_blocks as kv
-from aisim.kernels import lazy, mtp_step, optime_energy, optime_pass
+from aisim.kernels import lazy, mtp_step, optime_pass
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_ADMISSIONS,
@@ -522,11 +522,11 @@ def _memo_find(memo, kind, a, b, c):
 def memo_fill(plan, memo, slot, kind, a, b, c):
     """Price a phase op by op into memo slot `slot` (the rare miss path, kept out of line)."""
     if kind == 0:
-        v = optime_energy.price_prefill_energy(plan, a, b, c, memo.row_ms[slot],
-                                               memo.row_energy[slot], memo.row_covered[slot])
+        v = optime_pass.price_prefill(plan, a, b, c, memo.row_ms[slot], memo.row_energy[slot],
+                                      memo.row_covered[slot])
     else:
-        v = optime_energy.price_decode_energy(plan, a, b, memo.row_ms[slot],
-                                              memo.row_energy[slot], memo.row_covered[slot])
+        v = optime_pass.price_decode(plan, a, b, memo.row_ms[slot], memo.row_energy[slot],
+                                     memo.row_covered[slot])
     keys = memo.keys
     keys[slot, 0] = kind
     keys[slot, 1] = a
@@ -547,11 +547,11 @@ def op_level_ms(plan, memo, kind, a, b, c):
     slot, hit = _memo_find(memo, kind, a, b, c)
     if not hit:
         memo_fill(plan, memo, slot, kind, a, b, c)
-    num_ctx = int(plan.consts[optime_pass.C_NUM_CTX_OPS])
+    num_ctx = plan.scalars[0].num_ctx_ops
     if kind == 0:
         lo, hi = 0, num_ctx
     else:
-        lo, hi = num_ctx, int(plan.consts[optime_pass.C_NUM_OPS])
+        lo, hi = num_ctx, plan.scalars[0].num_ops
     # every evaluation (hit or miss) adds its per-op rows, in pass order (energy contract);
     # unsigned op and slot indices: no negative-index fix-up per access (mtp-vllm runs ~91 k
     # evaluations of 14 ops into three accumulators)

@@ -1,4 +1,4 @@
-"""Attention pricing at the edges of the measured grids (timing.md 3.2, 3.3).
+"""Attention pricing at the edges of the measured grids (docs/timing.md 4.2, 4.3).
 
 Golden figures: AISimulate 0.13.0 per-op evaluations (latency and energy) of Qwen3-32B TP4 / TP8
 on vLLM 0.24.0 and TRT-LLM 1.3.0rc20, pinned in tests/golden_optable/attention_corners.json:
@@ -19,8 +19,9 @@ from aisim.errors import OpTableError
 from aisim.kernels import optime_attention as KA
 from aisim.models import load_model
 from aisim.timing.energy import EnergyPricer
-from aisim.timing.plan import _attention_nest, build_dense_plan
-from aisim.timing.pricer import PassPricer
+from aisim.timing.family_dense import build_dense_plan
+from aisim.timing.leaf_attention import attention_slice
+from aisim.timing.plan_record import Deployment
 
 CORNERS = json.loads(
     (Path(__file__).parent / "golden_optable" / "attention_corners.json").read_text()
@@ -44,10 +45,7 @@ def _plan(key: str):
             load_model(cfg["model"]),
             tables,
             system,
-            backend=cfg["backend"],
-            version=cfg["version"],
-            tensor_parallel=cfg["tp"],
-            mode="SILICON",
+            Deployment(cfg["backend"], cfg["version"], tensor=cfg["tp"], mode="SILICON"),
         )
     return _PLANS[key]
 
@@ -60,19 +58,14 @@ def _close(got: float, ref: float) -> bool:
 @pytest.mark.parametrize(("key", "case"), CASE_IDS, ids=[f"{k}-{c}" for k, c in CASE_IDS])
 def test_corner_per_op_latency_and_energy(key: str, case: str) -> None:
     c = CORNERS["configs"][key]["cases"][case]
-    plan = _plan(key)
-    pricer = PassPricer(plan)
-    energy = EnergyPricer(plan)
+    pricer = EnergyPricer(_plan(key))
     if "prefill" in c:
-        breakdown = pricer.prefill_breakdown(*c["prefill"])
-        evidence = energy.prefill_evidence(*c["prefill"])
+        evidence = pricer.prefill_evidence(*c["prefill"])
     else:
-        breakdown = pricer.decode_breakdown(*c["decode"])
-        evidence = energy.decode_evidence(*c["decode"])
-    assert [name for name, _ in breakdown] == [name for name, _, _ in c["ops"]]
-    for (name, ms), ev, (_, ref_ms, ref_en) in zip(breakdown, evidence, c["ops"], strict=True):
-        assert _close(ms, ref_ms), (name, ms, ref_ms)
-        assert ev["latency_ms"] == ms, name  # both kernels price the same way
+        evidence = pricer.decode_evidence(*c["decode"])
+    assert [ev["name"] for ev in evidence] == [name for name, _, _ in c["ops"]]
+    for ev, (name, ref_ms, ref_en) in zip(evidence, c["ops"], strict=True):
+        assert _close(ev["latency_ms"], ref_ms), (name, ev["latency_ms"], ref_ms)
         got_en = ev["energy_wms"] or 0.0
         assert _close(got_en, ref_en), (name, got_en, ref_en)
 
@@ -101,7 +94,7 @@ def _rows(rows: list[tuple[str, int, int, float]]) -> dict[str, dict[str, np.nda
 
 def _nest_of(rows, backend="vllm"):
     par = np.zeros(KA.PAR_SIZE)
-    return _attention_nest(
+    return attention_slice(
         _rows(rows), "context_attention", backend, "bfloat16", "bfloat16", 16, 2, 128, par
     )
 
@@ -117,17 +110,17 @@ def test_one_lane_per_key_the_first_of_the_order() -> None:
     ]
     nest = _nest_of(rows)
     # the decode lane's isl 1 / 64 rows and the unranked lane never fill the prefill lane's gaps
-    assert nest["v1"].tolist() == [16.0, 32.0]
-    assert nest["lat"].tolist() == [0.01, 0.02]
+    assert nest.v1.tolist() == [16.0, 32.0]
+    assert nest.lat.tolist() == [0.01, 0.02]
     # a key the first lane lacks is served by the next lane present, alone
     nest = _nest_of([r for r in rows if r[0] != pre])
-    assert nest["v1"].tolist() == [1.0, 64.0]
+    assert nest.v1.tolist() == [1.0, 64.0]
     # unranked lanes serve only when no ranked lane has the key
     nest = _nest_of([("vllm_flashinfer", 128, 1, 0.3), ("vllm_flashinfer", 256, 2, 0.4)])
-    assert nest["v1"].tolist() == [128.0, 256.0]
+    assert nest.v1.tolist() == [128.0, 256.0]
 
 
 def test_single_lane_keeps_its_isl_1_rows() -> None:
     # TRT-LLM's torch_flow lane measures isl 1 itself: those rows are part of its grid
     nest = _nest_of([("torch_flow", 1, 1, 0.005), ("torch_flow", 16, 1, 0.01)], "trtllm")
-    assert nest["v1"].tolist() == [1.0, 16.0]
+    assert nest.v1.tolist() == [1.0, 16.0]

@@ -11,8 +11,8 @@ own per-op evaluation of the attention module op (all 61 layers, latency and ene
 * DeepSeek-V3 / R1's dense MLA modules on vLLM (118 shapes, ADP8 and TP8): the context module
   read as context attention (seq = new + prefix, prefix correction), the generation module's
   hold with the MLA SOL.
-Latency through the pass pricer (what `aisim estimate` prints), energy through the energy
-pricer; both within 1e-9 relative.
+Latency and energy through the pass pricer (what `aisim estimate` prints); both within 1e-9
+relative.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ DEPLOYMENTS = {
 def _pricers(name: str):
     from aisim.config.load import load_config
     from aisim.engine.spec import resolve
-    from aisim.timing.energy import EnergyPricer
     from aisim.timing.pricer import PassPricer
     from aisim.timing.provider import plan_for
 
@@ -53,7 +52,7 @@ def _pricers(name: str):
     path = Path(tempfile.mkdtemp(prefix="aisim-attn-mod-")) / "cfg.yaml"
     path.write_text(text)
     plan = plan_for(resolve(load_config(str(path))), "test")
-    return plan, PassPricer(plan), EnergyPricer(plan)
+    return plan, PassPricer(plan)
 
 
 def _close(got: float, ref: float) -> bool:
@@ -63,7 +62,7 @@ def _close(got: float, ref: float) -> bool:
 @pytest.mark.golden
 @pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
 def test_dsa_module_per_op(name: str) -> None:
-    plan, pricer, energy = _pricers(name)
+    plan, pricer = _pricers(name)
     bad = []
     for phase, b, n, prefix, ms, wms in DEPLOYMENTS[name]["cases"]:
         # the op's name: `*_attention` for the DSA module, `*_mla_block` for the MLA one
@@ -71,12 +70,10 @@ def test_dsa_module_per_op(name: str) -> None:
         if phase == "ctx":
             op = f"context_{module}"
             got = dict(pricer.prefill_breakdown(b, n + prefix, prefix))[op]
-            energy.prefill(b, n + prefix, prefix)
         else:
             op = f"generation_{module}"
             got = dict(pricer.decode_breakdown(b, n + 1))[op]
-            energy.decode(b, n + 1)
-        got_e = float(energy.energy_wms[plan.op_names.index(op)])
+        got_e = float(pricer.energy_wms[plan.op_names.index(op)])
         if not (_close(got, ms) and _close(got_e, wms)):
             bad.append(f"{phase} {b}x{n}+{prefix}: {got} vs {ms} ms, {got_e} vs {wms} Wms")
     assert not bad, "\n".join(bad)
@@ -84,7 +81,7 @@ def test_dsa_module_per_op(name: str) -> None:
 
 def test_chunk_continuation_figures() -> None:
     """The figures that showed the gap: new N after a 2048-token prefix, batch 1, per layer."""
-    _plan, pricer, _energy = _pricers("DeepSeek-V3.2-vllm-tp1-dp8")
+    _plan, pricer = _pricers("DeepSeek-V3.2-vllm-tp1-dp8")
     for new, per_layer in ((128, 0.37341597290780676), (512, 1.341091102427094),
                            (952, 1.8998289672816373), (1024, 0.9679313782991202)):
         got = dict(pricer.prefill_breakdown(1, new + 2048, 2048))["context_attention"] / 61

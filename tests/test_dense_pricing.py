@@ -1,4 +1,4 @@
-"""Op-level pass pricing of the dense Qwen3 / Llama family (timing.md 2.1-2.3, 3, 3.6).
+"""Op-level pass pricing of the dense Qwen3 / Llama family (docs/timing.md 3.1, 3.2, 3.8, 4, 5).
 
 Golden figures: AISimulate 0.13.0 via shared/reference/optable_golden.json, pinned in
 tests/golden_optable/. The resolver rules are pinned one by one against small hand-made tables.
@@ -18,9 +18,16 @@ from aisim.kernels import optime_attention as KA
 from aisim.kernels import optime_comm as KC
 from aisim.kernels import optime_gemm as KG
 from aisim.kernels import optime_pass as KP
+from aisim.kernels.optime_attention import GridSlice
+from aisim.kernels.optime_comm import Curve
+from aisim.kernels.optime_gemm import GemmSites
 from aisim.models import ModelArch, load_model
-from aisim.timing.plan import build_dense_plan
+from aisim.timing.family_dense import build_dense_plan
+from aisim.timing.leaf_attention import csr_nest
+from aisim.timing.leaf_gemm import SiteTable
+from aisim.timing.plan_record import Deployment, scalars_of
 from aisim.timing.pricer import PassPricer
+from aisim.timing.system import GpuSystem
 
 GOLDEN = json.loads((Path(__file__).parent / "golden_optable" / "qwen3_32b_tp4.json").read_text())
 REL = 1e-9
@@ -43,8 +50,8 @@ def pricer(key: str, mode: str = "SILICON") -> PassPricer:
         cfg = GOLDEN["configs"][key]
         tables, system = _compiled_tables(cfg["backend"], cfg["version"])
         plan = build_dense_plan(load_model(cfg["model"]), tables, system,
-                                backend=cfg["backend"], version=cfg["version"],
-                                tensor_parallel=cfg["tp"], mode=mode)
+                                Deployment(cfg["backend"], cfg["version"], tensor=cfg["tp"],
+                                           mode=mode))
         _PLANS[(key, mode)] = PassPricer(plan)
     return _PLANS[(key, mode)]
 
@@ -101,21 +108,20 @@ def test_sol_mode_totals_of_timing_md() -> None:
 def test_miss_names_op_and_key() -> None:
     tables, system = _compiled_tables("vllm", "0.24.0")
     model = load_model("Qwen/Qwen3-32B")
+    tp4 = Deployment("vllm", "0.24.0", tensor=4)
     with pytest.raises(OpTableError) as err:
-        build_dense_plan(model, tables, system, backend="vllm", version="0.24.0",
-                         tensor_parallel=4, fmha_dtype="fp8")
+        build_dense_plan(model, tables, system, tp4, fmha_dtype="fp8")
     assert err.value.op == "context_attention"
     assert "attn_dtype=fp8" in err.value.key
     with pytest.raises(OpTableError) as err:
-        build_dense_plan(model, tables, system, backend="vllm", version="0.24.0",
-                         tensor_parallel=4, gemm_dtype="int4_awq")
+        build_dense_plan(model, tables, system, tp4, gemm_dtype="int4_awq")
     assert err.value.op == "qkv_gemm" and "int4_awq" in err.value.key
-    # SOL needs no table slice (timing.md 3.6: fmha fp8 works in SOL)
-    build_dense_plan(model, tables, system, backend="vllm", version="0.24.0",
-                     tensor_parallel=4, fmha_dtype="fp8", mode="SOL")
+    # SOL needs no table slice (docs/timing.md 5: fmha fp8 works in SOL)
+    build_dense_plan(model, tables, system, Deployment("vllm", "0.24.0", tensor=4, mode="SOL"),
+                     fmha_dtype="fp8")
     with pytest.raises(NotAvailableError):
-        build_dense_plan(model, tables, system, backend="vllm", version="0.24.0",
-                         tensor_parallel=4, mode="HYBRID")
+        build_dense_plan(model, tables, system,
+                         Deployment("vllm", "0.24.0", tensor=4, mode="HYBRID"))
 
 
 def test_kernels_have_one_specialization() -> None:
@@ -146,16 +152,25 @@ def gsol(m, n, k):
     return max(2.0 * m * n * k / BF16, 2.0 * (m * n + m * k + n * k) / BW) * 1000.0
 
 
-def _curve(m_lat: list[tuple[int, float]], n: int, k: int):
-    """One site's arrays in the layout of optime_gemm.site_latency_ms."""
-    return (np.array([0, len(m_lat)], np.int64), np.array([float(n)]), np.array([float(k)]),
-            np.array([BF16]), np.array([2.0]), np.array([float(m) for m, _ in m_lat]),
-            np.array([lat for _, lat in m_lat]))
+def _one_site(m_lat: list[tuple[int, float, float]], n: int, k: int) -> GemmSites:
+    """One GEMM op on one site of (m, latency, energy) rows, bf16."""
+    one = np.array([1.0])
+    return GemmSites(op_n=np.array([float(n)]), op_k=np.array([float(k)]),
+                     op_flops=np.array([BF16]), op_bpe=np.array([2.0]),
+                     op_num_sites=np.zeros(1, np.int64), op_sites=np.zeros((1, 4), np.int64),
+                     op_weights=np.zeros((1, 4)), site_off=np.array([0, len(m_lat)], np.int64),
+                     site_n=one * n, site_k=one * k, site_flops=one * BF16, site_bpe=one * 2.0,
+                     curve_m=np.array([float(r[0]) for r in m_lat]),
+                     curve_lat=np.array([r[1] for r in m_lat]),
+                     curve_en=np.array([r[2] if len(r) > 2 else 0.0 for r in m_lat]))
 
 
 def site_at(m_lat, n, k, m):
-    off, sn, sk, sf, sb, cm, cl = _curve(m_lat, n, k)
-    return KG.site_latency_ms(0, float(m), off, sn, sk, sf, sb, cm, cl, BW)
+    return KG.site_lp(_one_site(m_lat, n, k), 0, float(m), BW)[0]
+
+
+def gemm_le_at(m_lat, n, k, m):
+    return KG.gemm_le(_one_site(m_lat, n, k), 0, float(m), BW)
 
 
 def test_gemm_exact_hit_and_linear_m() -> None:
@@ -172,6 +187,18 @@ def test_gemm_util_hold_is_median_of_3() -> None:
         utils = sorted(gsol(mm, n, k) / lat for mm, lat in tail)
         want = gsol(m, n, k) / utils[1]
         assert site_at(pts, n, k, m) == pytest.approx(want, rel=1e-14)
+
+
+def test_gemm_energy_blends_like_latency() -> None:
+    """Blend power E / L per leaf (0 when unmeasured), weighted like the latency; energy =
+    blend power x latency (an exact hit included)."""
+    n, k = 4096, 4096
+    pts = [(16, 0.010, 10.0), (32, 0.014, 0.0), (64, 0.020, 30.0), (128, 0.031, 31.0),
+           (256, 0.060, 66.0)]   # 1000 W, unmeasured, 1500 W, 1000 W, 1100 W
+    for m, watts in ((64, 1500.0), (48, 750.0), (4, 1000.0), (1024, 1100.0)):
+        lat, energy = gemm_le_at(pts, n, k, m)
+        assert lat == site_at(pts, n, k, m)
+        assert energy == pytest.approx(watts * lat, rel=1e-14), m
 
 
 def _gemm_tables(sites: dict[tuple[int, int], float]):
@@ -194,11 +221,8 @@ def _tiny_model(h=1024, inter=2048, heads=8, kv=8, d=128, vocab=4096) -> ModelAr
                      intermediate_size=inter, vocab_size=vocab, use_qk_norm=False)
 
 
-def _plan_gemm(gemm_cols, h=1024, inter=2048, vocab=4096):
-    from aisim.timing.plan import _GemmSites
-
-    sites = _GemmSites({"gemm": gemm_cols}, BW, lambda dt: SYSTEM["gpu"]["bfloat16_tc_flops"])
-    return sites
+def _plan_gemm(gemm_cols):
+    return SiteTable({"gemm": gemm_cols}, GpuSystem.from_dict(SYSTEM))
 
 
 def test_gemm_idw_from_sites_within_two_octaves() -> None:
@@ -213,17 +237,16 @@ def test_gemm_idw_from_sites_within_two_octaves() -> None:
     assert [g.used[i][1:] for i in ids] == [s for _, s in near]
     want_u = sum(sites[s] / (d * d + 1e-12) for d, s in near) / sum(
         1 / (d * d + 1e-12) for d, _ in near)
-    arr = g.arrays()
     gw = np.zeros((1, 4))
     gw[0, :num] = ws
     gs = np.full((1, 4), -1, np.int64)
     gs[0, :num] = ids
-    got = KG.gemm_latency_ms(0, 100.0, np.array([3000.0]), np.array([1024.0]),
-                             np.array([BF16]), np.array([2.0]), np.array([num], np.int64), gs,
-                             gw, arr["site_off"], arr["site_n"], arr["site_k"],
-                             arr["site_flops"], arr["site_bpe"], arr["curve_m"],
-                             arr["curve_lat"], BW)
+    gemm = GemmSites(op_n=np.array([3000.0]), op_k=np.array([1024.0]), op_flops=np.array([BF16]),
+                     op_bpe=np.array([2.0]), op_num_sites=np.array([num], np.int64),
+                     op_sites=gs, op_weights=gw, **g.curves())
+    got, energy = KG.gemm_le(gemm, 0, 100.0, BW)
     assert got == pytest.approx(gsol(100, 3000, 1024) / want_u, rel=1e-12)
+    assert energy == 0.0   # the table has no power
 
 
 def test_gemm_frontier_waiver_and_miss() -> None:
@@ -242,28 +265,10 @@ def test_gemm_frontier_waiver_and_miss() -> None:
     assert num == 0 and text.endswith("site")
 
 
-def _nest(leaves: dict[tuple[int, int, int], float]):
-    keys = sorted(leaves)
-    v0, o0, v1, o1, v2, lat = [], [0], [], [0], [], []
-    for key in keys:
-        if not v0 or v0[-1] != key[0]:
-            if v0:
-                o0.append(len(v1))
-            v0.append(key[0])
-            new1 = True
-        else:
-            new1 = v1[-1] != key[1]
-        if new1:
-            if v1:
-                o1.append(len(v2))
-            v1.append(key[1])
-        v2.append(key[2])
-        lat.append(leaves[key])
-    o0.append(len(v1))
-    o1.append(len(v2))
-    f = lambda a: np.asarray(a, np.float64)  # noqa: E731
-    i = lambda a: np.asarray(a, np.int64)  # noqa: E731
-    return f(v0), i(o0), f(v1), i(o1), f(v2), f(lat)
+def _grid(leaves, energy=None, par=None) -> GridSlice:
+    """A hand slice; `energy` maps a leaf key to its W*ms (default none)."""
+    energy = {key: (energy or {}).get(key, 0.0) for key in leaves}
+    return GridSlice(**csr_nest(leaves, energy), par=_par() if par is None else par)
 
 
 def _par(n_kv=2.0, d=128.0):
@@ -276,10 +281,13 @@ def _par(n_kv=2.0, d=128.0):
     return par
 
 
+def ctx_le(leaves, h, s, b, energy=None):
+    return KA.grid_le(KA.KIND_CONTEXT, float(h), float(s), float(b), _grid(leaves, energy),
+                      np.zeros(8), np.zeros(8, np.int64))
+
+
 def ctx_lookup(leaves, h, s, b):
-    nest = _nest(leaves)
-    return KA.grid_latency_ms(KA.KIND_CONTEXT, float(h), float(s), float(b), *nest, _par(),
-                              np.zeros(8), np.zeros(8, np.int64))
+    return ctx_le(leaves, h, s, b)[0]
 
 
 def csol(h, s, b):
@@ -311,6 +319,18 @@ def test_context_ragged_bracket_rescales_the_survivor() -> None:
     assert ctx_lookup(CTX, 16, 768, 3) == pytest.approx(want, rel=1e-14)
 
 
+def test_context_energy_exact_verbatim_else_blended() -> None:
+    energy = {k: 400.0 * lat for k, lat in CTX.items()}   # 400 W everywhere
+    energy[(16, 512, 4)] = 0.0                             # but one unmeasured leaf
+    assert ctx_le(CTX, 16, 1024, 2, energy) == (0.045, energy[(16, 1024, 2)])
+    lat, e = ctx_le(CTX, 16, 512, 3, energy)    # halfway between 400 W and 0 W
+    assert e == pytest.approx(200.0 * lat, rel=1e-14)
+    lat, e = ctx_le(CTX, 16, 768, 1, energy)    # both seq branches at 400 W
+    assert e == pytest.approx(400.0 * lat, rel=1e-14)
+    lat, e = ctx_le(CTX, 16, 768, 3, energy)    # ragged: the surviving branch's power
+    assert e == pytest.approx(200.0 * lat, rel=1e-14)
+
+
 def test_context_multi_axis_hold_tapered_shepard() -> None:
     h, s, b = 16, 4096, 8    # far beyond every axis: hold over the 4 nearest leaves
     q = np.log2([h, s, b])
@@ -327,22 +347,20 @@ def test_context_multi_axis_hold_tapered_shepard() -> None:
 def test_generation_five_sample_average() -> None:
     leaves = {(16, 1, kv): 0.01 + 1e-5 * kv ** 0.5 for kv in (512, 1024, 2048)}
     leaves.update({(16, 2, kv): 0.012 + 2e-5 * kv ** 0.5 for kv in (512, 1024, 2048)})
-    nest = _nest(leaves)
-    par = _par()
+    grid = _grid(leaves)
     scratch = (np.zeros(8), np.zeros(8, np.int64))
 
     def one(b, kv):
-        return KA.grid_latency_ms(KA.KIND_GENERATION, 16.0, float(b), float(kv), *nest, par,
-                                  *scratch)
+        return KA.grid_le(KA.KIND_GENERATION, 16.0, float(b), float(kv), grid, *scratch)[0]
 
     s = 1100
     samples = [990 + ((1210 - 990) * i) // 4 for i in range(5)]
     assert samples == [990, 1045, 1100, 1155, 1210]
     want = sum(one(1, kv) for kv in samples) / 5
-    got = KA.generation_5sample_ms(16.0, 1.0, float(s), *nest, par, *scratch)
+    got = KA.generation_5sample_le(16.0, 1.0, float(s), grid, *scratch)[0]
     assert got == pytest.approx(want, rel=1e-15)
     # measured points do not come back exactly
-    assert KA.generation_5sample_ms(16.0, 1.0, 1024.0, *nest, par, *scratch) != leaves[
+    assert KA.generation_5sample_le(16.0, 1.0, 1024.0, grid, *scratch)[0] != leaves[
         (16, 1, 1024)]
     # raw linear between kv brackets
     assert one(2, 768) == pytest.approx((leaves[(16, 2, 512)] + leaves[(16, 2, 1024)]) / 2,
@@ -352,21 +370,34 @@ def test_generation_five_sample_average() -> None:
 def test_allreduce_curve_and_edge_hold() -> None:
     x = np.array([128.0, 256.0, 512.0])
     y = np.array([0.005, 0.006, 0.008])
-    assert KC.allreduce_latency_ms(256.0, x, y, 4.0, 2.0, 900e9) == 0.006
-    assert KC.allreduce_latency_ms(384.0, x, y, 4.0, 2.0, 900e9) == pytest.approx(0.007)
+    en = np.array([5.0, 4.8, 0.0])   # W*ms: 1000 W, 800 W, unmeasured
+    curve = Curve(x, y, en)
+
+    def at(e, gpus=4.0):
+        return KC.allreduce_le(e, curve, gpus, 2.0, 900e9)
+
+    assert at(256.0) == (0.006, 4.8)   # an exact hit carries the leaf's energy
+    lat, energy = at(192.0)
+    assert lat == pytest.approx(0.0055) and energy == pytest.approx(900.0 * lat)
+    # an unmeasured neighbour blends as 0 W
+    lat, energy = at(384.0)
+    assert lat == pytest.approx(0.007) and energy == pytest.approx(400.0 * lat)
     sol = lambda e: 2 * e * 2 * 0.75 / 900e9 * 1e3  # noqa: E731
-    assert KC.allreduce_latency_ms(4096.0, x, y, 4.0, 2.0, 900e9) == pytest.approx(
-        sol(4096) / (sol(512) / 0.008), rel=1e-14)
-    assert KC.allreduce_latency_ms(4096.0, x, y, 1.0, 2.0, 900e9) == 0.0
+    assert at(4096.0)[0] == pytest.approx(sol(4096) / (sol(512) / 0.008), rel=1e-14)
+    assert at(4096.0)[1] == 0.0   # held on the unmeasured edge
+    lat, energy = at(16.0)
+    assert lat == pytest.approx(sol(16) / (sol(128) / 0.005), rel=1e-14)
+    assert energy == pytest.approx(1000.0 * lat, rel=1e-14)
+    assert at(4096.0, gpus=1.0) == (0.0, 0.0)
 
 
 def test_memory_op_and_extras_constants() -> None:
     """add_norm at 1024 tokens, h 5120 is 9.809 us/layer; Qwen3 decode extra 26.403 us."""
     tables, system = _compiled_tables("vllm", "0.24.0")
-    plan = build_dense_plan(load_model("Qwen/Qwen3-32B"), tables, system, backend="vllm",
-                            version="0.24.0", tensor_parallel=4)
-    c = plan.arrays.consts
-    assert c[KP.C_GEN_EXTRA_MS] == pytest.approx(0.026403, abs=5e-7)
-    assert c[KP.C_CTX_EXTRA_MS] == pytest.approx(0.039605, abs=5e-7)
+    plan = build_dense_plan(load_model("Qwen/Qwen3-32B"), tables, system,
+                            Deployment("vllm", "0.24.0", tensor=4))
+    c = scalars_of(plan.arrays)
+    assert c.gen_extra_ms == pytest.approx(0.026403, abs=5e-7)
+    assert c.ctx_extra_ms == pytest.approx(0.039605, abs=5e-7)
     bd = dict(PassPricer(plan).prefill_breakdown(1, 1024, 0))
     assert bd["context_add_norm_1"] / 64 == pytest.approx(0.009809, abs=5e-7)

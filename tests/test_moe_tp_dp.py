@@ -7,7 +7,7 @@ Qwen3-30B-A3B vLLM TP2 x DP4 x EP8 and TRT-LLM TP4 x DP2 x moe_tensor 8, Qwen3-2
 TRT-LLM TP2 x DP4 x EP8): prefills with and without a cached prefix, one far beyond the
 allreduce curve (8 x 16384: the merged dispatch curve's hold), decodes up to batch 512.
 Latency through `aisim estimate` (the CLI), energy through the energy pricer; 1e-9 relative.
-The rule itself: aisim/timing/dispatch_tpdp.py.
+The rule itself: aisim/timing/leaf_dispatch.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from aisim.cli import main
-from aisim.timing.dispatch_tpdp import summed_curve
+from aisim.timing.leaf_dispatch import summed_curve
 from tests.moe_per_op import CONFIG, PerOpGolden, per_op_tests
 
 GOLDEN = PerOpGolden("moe_tp_dp.json")
@@ -29,9 +29,9 @@ test_per_op_latency, test_per_op_energy = per_op_tests(GOLDEN)
 
 
 def _lookup(x: np.ndarray, y: np.ndarray, e: float) -> float:
-    from aisim.kernels.optime_comm import allreduce_latency_ms
+    from aisim.kernels.optime_comm import Curve, allreduce_le
 
-    return float(allreduce_latency_ms(e, x, y, 8.0, 2.0, 900e9))
+    return float(allreduce_le(e, Curve(x, y, np.zeros(x.shape[0])), 8.0, 2.0, 900e9)[0])
 
 
 def test_summed_curve_is_the_sum_of_two_lookups() -> None:

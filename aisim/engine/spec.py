@@ -86,6 +86,7 @@ class EngineSpec:
     moe_expert: int = 1
     enable_shared_layer: bool | None = None   # False: primary table source only
     kv_precision: str | None = None  # capacity default: the KV dtype the memory model sized for
+    hardware: str | None = None  # system of the op-time tables (engine.hardware, or the role's)
 
     @property
     def num_ranks(self) -> int:
@@ -209,6 +210,7 @@ def resolve_role(cfg, role: str) -> EngineSpec:
         nextn=eng.nextn,
         nextn_accepted=eng.nextn_accepted,
         kv_precision=kv_precision,
+        hardware=worker.hardware or eng.hardware,
     )
     check_pass_time(spec, cfg.source_path)
     if spec.trace_path is None:

@@ -2,7 +2,7 @@
 
 Used by `bench/check_dense_pricing.py` while the compiled op-time table (`aisim.optable`) is not
 available; tests never call it (they must not read ../shared). It applies the source-resolution
-rules of timing.md 1.3 for the dense families: primary version first, then `reuse.yaml` donors,
+rules of docs/timing.md 2.2 for the dense families: primary version first, then `reuse.yaml` donors,
 then earlier sibling versions nearest first; first row wins on a duplicate key; eager
 custom-allreduce rows dropped.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-# (family dir, backend, version) -> source versions in priority order (timing.md 1.3 table)
+# (family dir, backend, version) -> source versions in priority order (docs/timing.md 2.2)
 _SOURCES = {
     ("gemm", "vllm", "0.24.0"): ["0.24.0", "0.25.0"],
     ("gemm", "trtllm", "1.3.0rc20"): ["1.3.0rc20"],
@@ -41,7 +41,7 @@ _FAMILIES = {
 DEFAULT_SILICON = Path(__file__).resolve().parents[3] / "shared" / "data" / "silicon"
 
 
-def load_dev_tables(backend: str, version: str, hardware: str = "b200_sxm",
+def load_dev_tables(backend: str, version: str, hardware: str,
                     silicon_dir: Path | None = None) -> dict[str, dict[str, np.ndarray]]:
     """Every dense family as {column: numpy array} (strings as object arrays)."""
     import pyarrow as pa
@@ -80,7 +80,7 @@ def load_dev_tables(backend: str, version: str, hardware: str = "b200_sxm",
     return out
 
 
-def load_dev_system(hardware: str = "b200_sxm", silicon_dir: Path | None = None) -> dict:
+def load_dev_system(hardware: str, silicon_dir: Path | None = None) -> dict:
     """The GPU's system yaml as a dict."""
     import yaml
 

@@ -1,15 +1,14 @@
-"""Energy evidence of op-level passes and the run's power figures (timing.md 8).
+"""Energy evidence of op-level passes and the run's power figures (docs/timing.md 6).
 
-Per pass: `EnergyPricer` (or the kernels `aisim.kernels.optime_energy.price_prefill_energy` /
-`price_decode_energy` directly) gives, per op, latency (bit-identical to price_prefill /
-price_decode, same phase total), energy in W*ms (0.0 = no energy evidence, "none") and covered
-latency (the op's whole latency when its energy > 0, else 0).
+Per pass: the pass kernels (`aisim.kernels.optime_pass.price_prefill` / `price_decode`, through
+`EnergyPricer` here) give, per op, latency, energy in W*ms (0.0 = no energy evidence, "none")
+and covered latency (the op's whole latency when its energy > 0, else 0).
 
 Per run: `power_report(...)` turns the accumulated per-op sums into `power_w`,
 `power_coverage` and the `power_diagnostics` object of prediction.json; `unsupported_report()`
 is the fixed / polynomial timing case.
 
-Accumulation contract (what the event loop must do; checked against AISimulate 0.13 on the
+Accumulation contract (what the event loop does; checked against AISimulate 0.13 on the
 256-request dense-trtllm golden, bit for bit, see tests/test_energy.py):
 
 * Three float64 accumulators of length num_ops (= len(plan.op_names); context ops at
@@ -20,24 +19,22 @@ Accumulation contract (what the event loop must do; checked against AISimulate 0
   from any price cache counts again): for each op i of that phase, in op order,
       acc_ms[i] += out_ms[i]; acc_covered_ms[i] += out_covered_ms[i];
       acc_energy_wms[i] += out_energy_wms[i]
-  (kernel `optime_energy.accumulate(lo, hi, ...)` does exactly this), and the phase counter
+  (kernel `optime_pass.accumulate(lo, hi, ...)` does exactly this), and the phase counter
   += 1. Sequential float adds in pass order: do not multiply a repeated evaluation by a count
   (pass compression must replay the adds, or accept ~1e-15 relative drift).
 * Unweighted: no factor for the number of GPUs (a TP-4 pass counts once, its values are per
   GPU), nor for the pass duration. The latency added is the raw op sum of the evaluation,
-  before the nanosecond rounding of the pass clock (so `latency_ms` is Σ of un-rounded phase
-  times, not Σ pass durations).
+  before the nanosecond rounding of the pass clock (so `latency_ms` is the sum of un-rounded
+  phase times, not the sum of pass durations).
 * Attention-DP: every rank's own evaluation is recorded (not the group max); idle ranks record
   nothing. A mixed pass records its PREFILL and its DECODE.
-* Wiring suggestion (sched.op_level_ms): keep per memo slot the evaluation's per-op rows
-  (memo ms / energy / covered, float64[slots, num_ops]) filled by price_prefill_energy /
-  price_decode_energy on a miss (their phase total equals price_prefill / price_decode), and
-  on every call, hit or miss, `optime_energy.accumulate(lo, hi, row_ms, row_en, row_cov,
-  acc_ms, acc_en, acc_cov)` with [lo, hi) the phase's op range. At the end:
-  `power_report(plan.op_names, op_sources(plan), plan.num_ctx_ops, acc)`; timing fixed /
-  polynomial: `unsupported_report()`. Top-level power_w / power_coverage = the first two
-  returned values.
-* P/D (later): one accumulator set per role; merge by op name per phase (acc_prefill_role +
+* The event loop (kernels/sched.op_level_ms) keeps per memo slot the evaluation's per-op rows
+  (memo ms / energy / covered, float64[slots, num_ops]) filled by price_prefill /
+  price_decode on a miss, and on every call, hit or miss, adds the phase's op range of the
+  slot's rows to the run accumulators. At the end: `power_report(plan.op_names,
+  op_sources(plan), plan.num_ctx_ops, acc)`; timing fixed / polynomial:
+  `unsupported_report()`. Top-level power_w / power_coverage = the first two returned values.
+* P/D: one accumulator set per role; merged by op name per phase (acc_prefill_role +
   acc_decode_role, element-wise, prefill role first) before calling power_report.
 """
 
@@ -47,9 +44,9 @@ import math
 
 import numpy as np
 
-from aisim.kernels import optime_energy as KE
 from aisim.kernels import optime_pass as KP
-from aisim.timing.plan import PassPlan
+from aisim.timing.plan_record import PassPlan, scalars_of
+from aisim.timing.pricer import PassPricer
 
 COVERAGE_GATE = 0.9
 _BELOW_GATE = math.nextafter(0.9, 0.0)   # (0.9).next_down()
@@ -62,23 +59,24 @@ _KIND = {"silicon": "measured", "empirical": "measured", "transferred": "transfe
 
 
 def op_sources(plan: PassPlan) -> tuple[str, ...]:
-    """Source tag per op (timing.md 8.1): GEMM / table comm silicon; memory ops and the TP-1
+    """Source tag per op (docs/timing.md 6.2): GEMM / table comm silicon; memory ops and the TP-1
     allreduce empirical; attention mixed. The p2p hand-off is `empirical` when it runs
     (pipeline > 1) and `silicon` as the zero-latency placeholder of pipeline 1 (both pinned
-    against AISimulate). Every op of a SOL-mode plan is `sol` (a guess: the spec does not pin
-    SOL-mode tags)."""
+    against AISimulate). Every op of a SOL-mode plan is `sol` (an aisim choice, docs/timing.md
+    6.2)."""
     a = plan.arrays
-    if a.consts[KP.C_MODE] == KP.MODE_SOL:
+    scalars = scalars_of(a)
+    if scalars.mode == KP.MODE_SOL:
         return ("sol",) * len(plan.op_names)
     out = []
-    n = len(plan.op_names)   # MoE plans keep the overlap's hidden sub-ops after these
-    for kind, scale in zip(a.op_kind.tolist()[:n], a.op_scale.tolist()[:n], strict=True):
+    n = len(plan.op_names)   # composite ops keep their hidden sub-ops after these
+    for kind, scale in zip(a.ops.kind.tolist()[:n], a.ops.scale.tolist()[:n], strict=True):
         if kind in (KP.OP_GEMM_TOKENS, KP.OP_GEMM_REQUESTS):
             out.append("silicon")
         elif kind == KP.OP_P2P:
             out.append("empirical" if scale > 0 else "silicon")
         elif kind == KP.OP_ALLREDUCE:
-            out.append("silicon" if a.consts[KP.C_TP] > 1 else "empirical")
+            out.append("silicon" if scalars.allreduce_gpus > 1 else "empirical")
         elif kind in (KP.OP_ATTN_CONTEXT, KP.OP_ATTN_GENERATION, KP.OP_OVERLAP):
             out.append("mixed")   # table + analytic extras; overlap of table and memory ops
         elif kind in (KP.OP_DSA_CONTEXT, KP.OP_DSA_GENERATION, KP.OP_MOE, KP.OP_SUM,
@@ -89,30 +87,16 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
     return tuple(out)
 
 
-class EnergyPricer:
-    """Per-op latency / energy / covered latency of one pass (one numba kernel per call).
+class EnergyPricer(PassPricer):
+    """A PassPricer that also tags each op's source, reports evidence and accumulates a run.
 
-    After `prefill(...)` / `decode(...)`, `ms`, `energy_wms`, `covered_ms` hold that phase's ops
-    at their plan positions. `record_prefill` / `record_decode` also add them into `acc`.
+    `record_prefill` / `record_decode` price one evaluation and add it into `acc`.
     """
 
     def __init__(self, plan: PassPlan) -> None:
-        self.plan = plan
-        n = len(plan.op_names)
+        super().__init__(plan)
         self.sources = op_sources(plan)
-        self.ms = np.zeros(n)
-        self.energy_wms = np.zeros(n)
-        self.covered_ms = np.zeros(n)
-        self.acc = Accumulators(n)
-
-    def prefill(self, batch: int, isl: int, prefix: int = 0) -> float:
-        return float(KE.price_prefill_energy(self.plan.arrays, np.int64(batch), np.int64(isl),
-                                             np.int64(prefix), self.ms, self.energy_wms,
-                                             self.covered_ms))
-
-    def decode(self, batch: int, ctx: int) -> float:
-        return float(KE.price_decode_energy(self.plan.arrays, np.int64(batch), np.int64(ctx),
-                                            self.ms, self.energy_wms, self.covered_ms))
+        self.acc = Accumulators(len(plan.op_names))
 
     def _evidence(self, lo: int, hi: int) -> list[dict]:
         return [{"name": self.plan.op_names[i], "latency_ms": float(self.ms[i]),
@@ -159,8 +143,8 @@ class Accumulators:
         self.prefill_evals = 0
         self.decode_evals = 0
 
-    def add(self, pricer: EnergyPricer, lo: int, hi: int) -> None:
-        KE.accumulate(np.int64(lo), np.int64(hi), pricer.ms, pricer.energy_wms,
+    def add(self, pricer: PassPricer, lo: int, hi: int) -> None:
+        KP.accumulate(np.int64(lo), np.int64(hi), pricer.ms, pricer.energy_wms,
                       pricer.covered_ms, self.ms, self.energy_wms, self.covered_ms)
 
 
@@ -168,7 +152,8 @@ class Accumulators:
 
 
 def _stats(lat: list[float], cov: list[float], en: list[float | None]):
-    """(L, C, E or None, power_w, coverage) of an op list (timing.md 8.3), sums in list order."""
+    """(L, C, E or None, power_w, coverage) of an op list (docs/timing.md 6.4), sums in list
+    order."""
     total_l = 0.0
     total_c = 0.0
     total_e = None

@@ -2,35 +2,42 @@
 
 The silicon data measures the custom allreduce and the NCCL collectives on 2, 4 and 8 GPUs (one
 B200 node). AISimulate 0.13 prices a larger group (found with its per-op evaluation,
-`static_phase_diagnostics`, on DeepSeek-V3 / Qwen3 MoE TP8 x DP2, DP16 and friends; NOTES.md
-"Issue 6, session 6") by reading the largest measured curve at the query's message size and
+`static_phase_diagnostics`, on DeepSeek-V3 / Qwen3 MoE TP8 x DP2, DP16 and friends; NOTES.md,
+"groups beyond one node") by reading the largest measured curve at the query's message size and
 scaling the result:
 
     latency(n) = latency(n_max) x (n - 1) / (n_max - 1) x n_max / n x bw_factor
 
-the ring's (n - 1) / n traffic growth, and bw_factor = intra_node_bw / inter_node_bw (18 on
-b200_sxm) once the group spans nodes (n > num_gpus_per_node while n_max fits in one node);
-1 otherwise. The same rule serves the custom allreduce (n_max = 8) and every NCCL collective
-(n_max = the largest num_gpus of that op's rows).
+the ring's (n - 1) / n traffic growth, and bw_factor = intra_node_bw / inter_node_bw (18 with
+the B200 node constants) once the group spans nodes (n > num_gpus_per_node while n_max fits in
+one node); 1 otherwise. The same rule serves the custom allreduce (n_max = 8) and every NCCL
+collective (n_max = the largest num_gpus of that op's rows).
 
 The factor depends on n only, so the scaled curve is the measured one with every latency (and
 energy) multiplied by it: inside the curve that is exact; beyond it the kernels' utilisation
-hold (SOL(e) / SOL(x_edge) x y_edge, SOL linear in e) scales the same way. No kernel change.
+hold (SOL(e) / SOL(x_edge) x y_edge, SOL linear in e) scales the same way.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from aisim.errors import NotAvailableError
+from aisim.timing.system import GpuSystem
 
-def group_scale(num_gpus: int, measured_max: int, node: dict) -> float:
+
+def group_scale(num_gpus: int, measured_max: int, system: GpuSystem) -> float:
     """Latency multiplier from the largest measured group to `num_gpus` GPUs (1 when measured)."""
     if num_gpus <= measured_max:
         return 1.0
-    per_node = int(node["num_gpus_per_node"])
+    per_node = system.gpus_per_node
+    if per_node is None:
+        raise NotAvailableError(
+            f"a {num_gpus}-GPU communication group is larger than every measured one "
+            f"({measured_max}) and the system block does not give num_gpus_per_node")
     bw = 1.0
     if measured_max <= per_node < num_gpus:
-        bw = float(node["intra_node_bw"]) / float(node["inter_node_bw"])
+        bw = system.intra_node_bw / system.inter_node_bw
     return (num_gpus - 1.0) / (measured_max - 1.0) * measured_max / num_gpus * bw
 
 

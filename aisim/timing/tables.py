@@ -4,7 +4,7 @@ The planner reads every family as a plain dict of numpy columns with the source 
 column names (gemm: gemm_dtype, m, n, k, latency; attention: batch_size, isl, num_heads,
 num_key_value_heads, head_dim, window_size, attn_dtype, kv_cache_dtype, kernel_source, step,
 beam_width, latency; custom_allreduce: allreduce_dtype, num_gpus, message_size, kernel_source,
-latency), with the source-resolution rules of timing.md 1.3 already applied. String columns are
+latency), with the source-resolution rules of docs/timing.md 2.2 already applied. String columns are
 numpy arrays of str (object or unicode). Row order is resolution order (primary source first,
 file order within a source); a table that stores `src` / `src_row` columns is put back into
 that order by `ordered_rows`.
@@ -13,6 +13,8 @@ that order by `ordered_rows`.
 from __future__ import annotations
 
 import numpy as np
+
+from aisim.timing.system import GpuSystem
 
 Tables = dict[str, dict[str, np.ndarray]]
 
@@ -25,8 +27,27 @@ def ordered_rows(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in cols.items()}
 
 
+def row_power(cols: dict[str, np.ndarray], idx: np.ndarray) -> list[float]:
+    """The rows' `power` (W); 0 when the table has no power column or the row is unmeasured."""
+    if "power" not in cols:
+        return [0.0] * len(idx)
+    pw = np.asarray(cols["power"], np.float64)[idx]
+    return np.where(np.isfinite(pw) & (pw > 0.0), pw, 0.0).tolist()
+
+
+def first_row_points(x: list, y: list, en: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """1-D points (x, latency, energy) sorted by x, the first row of each x kept (a duplicate
+    key's first row wins, docs/timing.md 2.3)."""
+    first: dict = {}
+    for xi, yi, ei in zip(x, y, en, strict=True):
+        first.setdefault(xi, (yi, ei))
+    xs = sorted(first)
+    return (np.asarray(xs, np.float64), np.asarray([first[v][0] for v in xs], np.float64),
+            np.asarray([first[v][1] for v in xs], np.float64))
+
+
 FAMILIES = ("gemm", "context_attention", "generation_attention", "custom_allreduce")
-# what the MoE / DeepSeek plan reads (aisim.timing.plan_moe)
+# what the MoE / DeepSeek families read (aisim.timing.families)
 MOE_FAMILIES = ("gemm", "context_attention", "generation_attention", "custom_allreduce",
                 "dsa_context_module", "dsa_generation_module", "mla_context_module",
                 "mla_generation_module", "moe", "nccl", "context_mla")
@@ -65,9 +86,9 @@ def from_optable(optable, families: tuple[str, ...] = FAMILIES) -> Tables:
 
 
 def load_tables(hardware: str, backend: str, version: str,
-                families: tuple[str, ...] = FAMILIES) -> tuple[Tables, dict]:
+                families: tuple[str, ...] = FAMILIES) -> tuple[Tables, GpuSystem]:
     """(tables in dict form, system constants) from the shipped compiled op-time table."""
     from aisim.optable.load import load_optable
 
     optable = load_optable(hardware, backend, version)
-    return from_optable(optable, families), optable.system
+    return from_optable(optable, families), GpuSystem.from_dict(optable.system)

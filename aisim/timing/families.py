@@ -1,0 +1,57 @@
+"""Which plan family prices a model, and which table families it reads.
+
+  dense Qwen3 / Llama             aisim.timing.family_dense
+  MoE with GQA attention (Qwen3)  aisim.timing.family_qwen3_moe
+  DeepSeek-V3 / R1 (dense MLA)    aisim.timing.family_deepseek_mla
+  DeepSeek-V3.2 (DSA)             aisim.timing.family_deepseek_dsa
+"""
+
+from __future__ import annotations
+
+from aisim.errors import NotAvailableError
+from aisim.models import ModelArch
+from aisim.timing import family_deepseek_dsa, family_deepseek_mla
+from aisim.timing.plan_record import Deployment, PassPlan
+from aisim.timing.system import GpuSystem
+from aisim.timing.tables import FAMILIES, MOE_FAMILIES, Tables
+
+DENSE_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral")
+_DEEPSEEK = {family_deepseek_dsa.MODEL_TYPE: family_deepseek_dsa.build_deepseek_dsa_plan,
+             family_deepseek_mla.MODEL_TYPE: family_deepseek_mla.build_deepseek_mla_plan}
+
+
+def is_moe_model(model: ModelArch) -> bool:
+    return model.num_experts > 0
+
+
+def table_families(model: ModelArch) -> tuple[str, ...]:
+    """The op-time table families the model's plan family may read."""
+    return MOE_FAMILIES if is_moe_model(model) else FAMILIES
+
+
+def check_priced(model: ModelArch, where: str) -> None:
+    """NotAvailableError for a dense model no family prices (MoE models: `build_plan`)."""
+    if not is_moe_model(model) and model.model_type not in DENSE_MODEL_TYPES:
+        raise NotAvailableError(
+            f"{where}.timing: op-level timing for {model.model_id} ({model.model_type or 'MoE'} "
+            "architecture) is not available yet in aisim; only dense Qwen3 / Llama models are "
+            "priced so far (fixed or polynomial timing works for any model)")
+
+
+def build_plan(model: ModelArch, tables: Tables, system: GpuSystem,
+               deployment: Deployment) -> PassPlan:
+    """The model's op plan from its family's builder."""
+    from aisim.timing.family_dense import build_dense_plan
+    from aisim.timing.family_qwen3_moe import build_qwen3_moe_plan
+
+    if not is_moe_model(model):
+        return build_dense_plan(model, tables, system, deployment)
+    deployment.check_moe_mode()
+    if model.kv_lora_rank == 0:
+        return build_qwen3_moe_plan(model, tables, system, deployment)
+    if model.model_type not in _DEEPSEEK:
+        raise NotAvailableError(
+            f"op-level timing for {deployment.where(model.model_id)}: model type "
+            f"{model.model_type!r} has no attention module tables; MLA models priced so far: "
+            f"{', '.join(_DEEPSEEK)}")
+    return _DEEPSEEK[model.model_type](model, tables, system, deployment)

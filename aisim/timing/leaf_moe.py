@@ -1,0 +1,59 @@
+"""Leaf builder: the routed experts' curve (docs/timing.md 4.7) as `optime_moe.MoeCurve`.
+
+One key slice of the `moe` table (dtype, token distribution, topk, experts, hidden, inter,
+moe_tp, moe_ep) is a 1-D curve over global tokens; the SOL constants beside it come from the
+model and the deployment. A missing slice is raised here as `OpTableError`, naming it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aisim.errors import OpTableError
+from aisim.kernels import optime_moe as KM
+from aisim.kernels.optime_moe import MoeCurve
+from aisim.models import ModelArch
+from aisim.timing.system import DTYPE_BYTES, GpuSystem
+from aisim.timing.tables import Tables, first_row_points, ordered_rows, row_power
+
+
+def absent_moe() -> MoeCurve:
+    """The stand-in for a plan without routed experts."""
+    return MoeCurve(np.ones(1), np.ones(1), np.zeros(1), np.ones(KM.MOE_PAR_SIZE))
+
+
+def moe_curve(tables: Tables, model: ModelArch, *, dtype: str, distribution: str, moe_tp: int,
+              moe_ep: int, attention_dp: int, system: GpuSystem, where: str) -> MoeCurve:
+    slice_text = (f"moe moe_dtype={dtype} distribution={distribution} "
+                  f"topk={model.num_experts_per_tok} num_experts={model.num_experts} "
+                  f"hidden={model.hidden_size} inter={model.moe_intermediate_size} "
+                  f"moe_tp={moe_tp} moe_ep={moe_ep}")
+    if "moe" not in tables:
+        raise OpTableError("moe", slice_text, f"the op-time table has no moe family ({where})")
+    c = ordered_rows(tables["moe"])
+    mask = ((c["moe_dtype"] == dtype) & (c["distribution"] == distribution)
+            & (c["topk"] == model.num_experts_per_tok) & (c["num_experts"] == model.num_experts)
+            & (c["hidden_size"] == model.hidden_size)
+            & (c["inter_size"] == model.moe_intermediate_size)
+            & (c["moe_tp_size"] == moe_tp) & (c["moe_ep_size"] == moe_ep))
+    if "low_latency" in c:
+        mask &= c["low_latency"] == 0
+    idx = np.nonzero(mask)[0]
+    if idx.size == 0:
+        raise OpTableError("moe", slice_text, f"MoE perf data missing for {where}")
+    y = c["latency"][idx].tolist()
+    energy = [pw * lat for pw, lat in zip(row_power(c, idx), y, strict=True)]
+    x, y, en = first_row_points(c["num_tokens"][idx].tolist(), y, energy)
+    par = np.zeros(KM.MOE_PAR_SIZE, np.float64)
+    par[KM.MOE_TOPK] = model.num_experts_per_tok
+    par[KM.MOE_HIDDEN] = model.hidden_size
+    par[KM.MOE_INTER] = model.moe_intermediate_size
+    par[KM.MOE_EXPERTS] = model.num_experts
+    par[KM.MOE_TP] = moe_tp
+    par[KM.MOE_EP] = moe_ep
+    par[KM.MOE_BPE] = DTYPE_BYTES[dtype]
+    par[KM.MOE_FLOPS] = system.tensor_flops(dtype)
+    par[KM.MOE_MEM_BW] = system.mem_bw
+    par[KM.MOE_DP] = attention_dp
+    par[KM.MOE_GATED] = 3.0
+    return MoeCurve(x, y, en, par)

@@ -1,0 +1,49 @@
+"""The GPU system constants the plan builders read, from the op-time table's system block.
+
+`GpuSystem.from_dict` takes the system dict shipped with the compiled table (`optable.system`:
+the `gpu` and `node` blocks of the silicon system yaml, docs/timing.md 0), so no builder repeats
+key names or float conversions, and the hardware is whatever the table was compiled for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# bytes per element, per table dtype name
+DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int8": 1.0,
+               "nvfp4": 0.5}
+# the system's tensor-core FLOP/s key, per table dtype name
+_DTYPE_FLOPS_KEY = {"bfloat16": "bfloat16_tc_flops", "float16": "bfloat16_tc_flops",
+                    "fp8": "fp8_tc_flops", "fp8_block": "fp8_tc_flops", "int8": "int8_tc_flops",
+                    "nvfp4": "fp4_tc_flops"}
+
+
+@dataclass(frozen=True)
+class GpuSystem:
+    mem_bw: float              # bytes/s
+    mem_eff: float             # empirical bandwidth scaling of memory ops
+    mem_const_s: float         # empirical constant latency per memory op, s
+    intra_node_bw: float       # bytes/s
+    inter_node_bw: float       # bytes/s
+    p2p_latency_s: float
+    gpus_per_node: int | None  # None: the system block does not say (groups beyond are refused)
+    flops: dict                # the gpu block's *_flops entries, FLOP/s
+
+    @classmethod
+    def from_dict(cls, system: dict) -> GpuSystem:
+        gpu, node = system["gpu"], system["node"]
+        per_node = node.get("num_gpus_per_node")
+        return cls(
+            mem_bw=float(gpu["mem_bw"]),
+            mem_eff=float(gpu["mem_bw_empirical_scaling_factor"]),
+            mem_const_s=float(gpu["mem_empirical_constant_latency"]),
+            intra_node_bw=float(node["intra_node_bw"]),
+            inter_node_bw=float(node["inter_node_bw"]),
+            p2p_latency_s=float(node["p2p_latency"]),
+            gpus_per_node=None if per_node is None else int(per_node),
+            flops={k: float(v) for k, v in gpu.items() if k.endswith("_flops")},
+        )
+
+    def tensor_flops(self, dtype: str) -> float:
+        """Tensor-core FLOP/s of a table dtype (KeyError for a dtype the system does not rate)."""
+        return self.flops[_DTYPE_FLOPS_KEY[dtype]]
