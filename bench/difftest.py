@@ -232,8 +232,10 @@ def _status(run: dict, aisim: bool) -> dict:
                  if ln.startswith("difftest: aisim error class ")]
         status["error_class"] = kinds[-1] if kinds else None
         errors = [ln for ln in lines if ln.startswith(("aisim: error:", "ERROR:", "Error:"))]
-    else:
-        errors = [ln for ln in lines if "error" in ln.lower() or "failed" in ln.lower()]
+    else:  # a pydantic report names the problem on its "Value error, ..." line
+        errors = [ln.strip() for ln in lines if ("error" in ln.lower() or "failed" in ln.lower())
+                  and not ln.lstrip().startswith("For further information")]
+        errors = [ln for ln in errors if ln.startswith("Value error")] or errors
     if not run["ran"] or run["exit"]:
         status["message"] = (errors[-1] if errors else lines[-1] if lines else "")[:400]
     return status

@@ -19,7 +19,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-SPACE_VERSION = "1"
+SPACE_VERSION = "2"
 """Bump when the sampler changes, so a resumed output folder is not silently mixed."""
 
 DENSE = {"Qwen/Qwen3-0.6B": 16, "Qwen/Qwen3-8B": 32, "Qwen/Qwen3-32B": 64}
@@ -154,7 +154,7 @@ def sample_case(seed: int, index: int) -> Case:
 
 def _traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workload]:
     if d.chance(0.28):
-        return _trace_traffic(d, tags)
+        return _trace_traffic(d, tags, mode)
     prompt = d.one(PROMPTS)
     output = d.one(OUTPUTS)
     source: dict = {"type": "synthetic", "input_tokens": prompt, "output_tokens": output}
@@ -191,7 +191,7 @@ def _traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workload]:
                                                         trace=False)
 
 
-def _trace_traffic(d: _Draw, tags: list[str]) -> tuple[dict, _Workload]:
+def _trace_traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workload]:
     """A small Mooncake trace with shared prefixes (groups of leading hash ids)."""
     tags.append("trace")
     tbs = d.pick({16: 0.15, 32: 0.3, 64: 0.3, 128: 0.15, 512: 0.1})
@@ -219,7 +219,8 @@ def _trace_traffic(d: _Draw, tags: list[str]) -> tuple[dict, _Workload]:
         rows.append(row)
         if mean_gap and not d.chance(0.15):  # some equal timestamps too
             t += d.rng.expovariate(1.0 / mean_gap)
-    fmt = "mooncake-delta" if d.chance(0.15) else "mooncake"
+    # AISimulate takes mooncake-delta in aggregated mode only; a few P/D cases check that
+    fmt = "mooncake-delta" if d.chance(0.15 if mode == "aggregated" else 0.02) else "mooncake"
     if fmt != "mooncake":
         tags.append("trace-delta")
     source = {"type": "trace", "paths": ["trace.jsonl"], "format": fmt, "block_size": tbs}
