@@ -1,0 +1,406 @@
+"""The config space of the differential test (bench/difftest.py): random VALID AISimulate configs.
+
+``sample_case(seed, index)`` draws one case from its own random stream (seeded by seed and
+index), so a case can be regenerated alone and a run can be resumed or extended. A case is the
+config (a dict written as YAML), the files it needs (a small Mooncake trace written by the
+sampler itself) and its feature tags, which the summary counts per class so that a mismatch
+class shows as a bucket ("mtp+kv:tight").
+
+The weights are chosen so that every bucket aisim claims to simulate (README "What is
+simulated today") gets samples, with extra weight on the combinations whose rules are the
+hardest (MTP under KV pressure, P/D transfer modes, context limits over traces). A small share
+of cases asks for what aisim documents as not available yet (MTP in P/D, MoE in SOL mode), so
+that refusal stays checked too.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+SPACE_VERSION = "2"
+"""Bump when the sampler changes, so a resumed output folder is not silently mixed."""
+
+DENSE = {"Qwen/Qwen3-0.6B": 16, "Qwen/Qwen3-8B": 32, "Qwen/Qwen3-32B": 64}
+"""Dense models shipped in data/models, with their attention heads (tensor must divide them)."""
+
+# (tensor, attention_data, moe_tensor, moe_expert, pipeline) per MoE model, with
+# tensor x attention_data = moe_tensor x moe_expert; the splits the goldens and README name, plus
+# neighbours of them (a slice the tables lack is a documented refusal, which the run counts)
+MOE_SPLITS = {
+    "Qwen/Qwen3-30B-A3B": [(1, 2, 1, 2, 1), (2, 1, 1, 2, 1), (2, 1, 2, 1, 1), (2, 2, 2, 2, 1),
+                           (2, 4, 1, 8, 1), (4, 1, 1, 4, 1), (1, 4, 1, 4, 1), (1, 8, 1, 8, 1),
+                           (4, 2, 1, 8, 1), (2, 2, 1, 4, 2)],
+    "Qwen/Qwen3-235B-A22B": [(4, 1, 1, 4, 1), (8, 1, 1, 8, 1), (4, 2, 1, 8, 1), (2, 4, 1, 8, 1),
+                             (1, 8, 1, 8, 1), (16, 1, 1, 16, 1)],
+    "deepseek-ai/DeepSeek-V3": [(1, 8, 1, 8, 1), (2, 4, 1, 8, 1), (4, 2, 1, 8, 1),
+                                (8, 1, 1, 8, 1), (8, 2, 1, 16, 1), (2, 2, 1, 4, 2),
+                                (1, 16, 1, 16, 1)],
+    "deepseek-ai/DeepSeek-R1": [(1, 8, 1, 8, 1), (2, 4, 1, 8, 1), (8, 1, 1, 8, 1)],
+    "deepseek-ai/DeepSeek-V3.2": [(1, 8, 1, 8, 1), (2, 4, 1, 8, 1), (8, 1, 1, 8, 1),
+                                  (1, 16, 1, 16, 1), (4, 2, 1, 8, 1)],
+}
+# GPUs a worker needs before the memory model can fit the weights (default KV capacity)
+MIN_GPUS_DEFAULT_CAPACITY = {"Qwen/Qwen3-235B-A22B": 4, "deepseek-ai/DeepSeek-V3": 8,
+                             "deepseek-ai/DeepSeek-R1": 8, "deepseek-ai/DeepSeek-V3.2": 8}
+
+PROMPTS = [4, 16, 60, 64, 100, 128, 200, 256, 300, 500, 512, 777, 1000, 1024, 1500, 2048, 3000]
+OUTPUTS = [1, 2, 3, 8, 16, 20, 32, 50, 64, 100, 128, 200]
+
+
+@dataclass
+class Case:
+    """One sampled config, the files beside it and its feature tags."""
+
+    config: dict
+    files: dict[str, str] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+
+
+class _Draw:
+    """Weighted draws from one seeded stream."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def pick(self, weighted: dict):
+        keys = list(weighted)
+        return self.rng.choices(keys, weights=[weighted[k] for k in keys])[0]
+
+    def one(self, seq):
+        return self.rng.choice(list(seq))
+
+    def chance(self, p: float) -> bool:
+        return self.rng.random() < p
+
+    def between(self, lo: int, hi: int) -> int:
+        return self.rng.randint(lo, hi)
+
+
+@dataclass
+class _Workload:
+    """What the requests look like, enough to size KV pools and budgets around them."""
+
+    prompts: list[int]
+    outputs: list[int]
+    in_flight: int  # rough number of requests that can be in flight at once
+    trace: bool
+
+
+def sample_case(seed: int, index: int) -> Case:
+    """The index-th case of the run seeded ``seed`` (independent of every other index)."""
+    d = _Draw(random.Random(f"difftest:{SPACE_VERSION}:{seed}:{index}"))
+    tags: list[str] = []
+    mode = d.pick({"aggregated": 0.65, "disaggregated": 0.35})
+    backend = d.pick({"vllm": 0.65, "trtllm": 0.35})
+    model = d.pick({"Qwen/Qwen3-0.6B": 0.12, "Qwen/Qwen3-8B": 0.22, "Qwen/Qwen3-32B": 0.26,
+                    "Qwen/Qwen3-30B-A3B": 0.12, "Qwen/Qwen3-235B-A22B": 0.07,
+                    "deepseek-ai/DeepSeek-V3": 0.08, "deepseek-ai/DeepSeek-R1": 0.04,
+                    "deepseek-ai/DeepSeek-V3.2": 0.09})
+    moe = model not in DENSE
+    tags += [backend, "pd" if mode == "disaggregated" else "agg", "model:" + model.split("/")[1],
+             "family:" + ("dense" if not moe else "mla" if "deepseek" in model else "moe")]
+    # native MTP needs op-level timing in every role (AISimulate rejects it otherwise); in P/D it
+    # is a documented refusal of aisim, so only a few P/D cases ask for it
+    mtp = d.chance(0.30 if mode == "aggregated" else 0.03)
+    timing_kind = "op" if mtp else d.pick({"fixed": 0.5, "polynomial": 0.1, "op": 0.4})
+    tags.append("timing:" + timing_kind)
+    engine: dict = {"mode": mode, "model": model, "hardware": "b200_sxm", "backend": backend}
+    if d.chance(0.3):
+        engine["backend_version"] = "0.24.0" if backend == "vllm" else "1.3.0rc20"
+    if timing_kind == "op":
+        if d.chance(0.15 if not moe else 0.04):  # MoE in SOL mode: a documented refusal
+            engine["database_mode"] = "SOL"
+            tags.append("db:SOL")
+        if d.chance(0.3):
+            engine["estimation_mode"] = "op_level"
+        if d.chance(0.2):
+            engine["enable_shared_layer"] = d.one([True, False])
+    if mtp:
+        nextn = d.pick({1: 0.25, 2: 0.35, 3: 0.25, 4: 0.08, 5: 0.07})
+        accepted = d.pick({"zero": 0.1, "all": 0.15, "half": 0.15, "random": 0.6})
+        engine["nextn"] = nextn
+        engine["nextn_accepted"] = {"zero": 0.0, "all": float(nextn), "half": nextn / 2,
+                                    "random": round(d.rng.uniform(0, nextn), 1)}[accepted]
+        tags.append("mtp")
+
+    traffic, wl = _traffic(d, tags, mode)
+    if d.chance(0.18):
+        engine["context_length"] = _context_limit(d, wl)
+        tags.append("ctx-limit")
+    if d.chance(0.12):
+        engine["enable_chunked_prefill"] = False
+        tags.append("chunk-off")
+    no_chunk = engine.get("enable_chunked_prefill") is False
+    nextn = engine.get("nextn", 0)
+    if mode == "aggregated":
+        engine["workers"] = {"aggregated": _worker(d, tags, model, backend, timing_kind, wl,
+                                                   "aggregated", no_chunk, nextn)}
+    else:
+        engine["workers"] = {
+            "prefill": _worker(d, tags, model, backend, timing_kind, wl, "prefill", no_chunk, 0),
+            "decode": _worker(d, tags, model, backend, timing_kind, wl, "decode", no_chunk, nextn),
+        }
+        kvt = _kv_transfer(d, tags)
+        if kvt is not None:
+            engine["kv_transfer"] = kvt
+    config = {"traffic": traffic["traffic"], "engine": engine}
+    return Case(config=config, files=traffic["files"], tags=sorted(set(tags)))
+
+
+# --------------------------------------------------------------------------- traffic
+
+
+def _traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workload]:
+    if d.chance(0.28):
+        return _trace_traffic(d, tags, mode)
+    prompt = d.one(PROMPTS)
+    output = d.one(OUTPUTS)
+    source: dict = {"type": "synthetic", "input_tokens": prompt, "output_tokens": output}
+    if d.chance(0.3):
+        source["cached_prefix_tokens"] = d.one([prompt, prompt // 2, min(prompt, 64),
+                                                max(1, prompt - 1), min(prompt, 100)])
+        tags.append("cached-prefix")
+    kind = d.pick({"concurrency": 0.5, "poisson": 0.3, "constant_rate": 0.2})
+    tags.append("load:" + kind)
+    if kind == "concurrency":
+        conc = d.one([1, 2, 3, 4, 5, 8, 12, 16, 24, 32, 64])
+        load: dict = {"type": "concurrency", "concurrency": conc}
+        in_flight = conc
+        unit = conc
+    else:
+        rps = d.one([5, 10, 20, 50, 100, 200, 400, 1000])
+        load = {"type": kind, "requests_per_second": rps}
+        if kind == "poisson" and d.chance(0.7):
+            load["seed"] = d.between(0, 1000)
+        in_flight = max(1, min(64, int(rps * 0.05)))
+        unit = rps
+    cap = 150 if prompt * output < 50_000 else 60
+    n = max(1, min(cap, int(in_flight * d.rng.uniform(1.0, 4.0)) + d.between(0, 8)))
+    if d.chance(0.15):
+        stop: dict = {"requests_per_load_unit": round(n / unit, 3) or 0.01}
+        n = max(1, round(stop["requests_per_load_unit"] * unit))
+        if n > cap:
+            stop = {"requests": cap}
+            n = cap
+    else:
+        stop = {"requests": n}
+    traffic = {"source": source, "load": load, "stop": stop}
+    return {"traffic": traffic, "files": {}}, _Workload([prompt], [output], min(in_flight, n),
+                                                        trace=False)
+
+
+def _trace_traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workload]:
+    """A small Mooncake trace with shared prefixes (groups of leading hash ids)."""
+    tags.append("trace")
+    tbs = d.pick({16: 0.15, 32: 0.3, 64: 0.3, 128: 0.15, 512: 0.1})
+    rows_n = d.between(6, 80)
+    groups = [list(range(1000 * (g + 1), 1000 * (g + 1) + d.between(1, max(1, 1536 // tbs))))
+              for g in range(d.between(1, 4))]
+    next_id = 100_000
+    t = 0.0
+    rows = []
+    mean_gap = d.one([0.0, 1.0, 5.0, 20.0, 60.0])
+    for _ in range(rows_n):
+        ids: list[int] = []
+        if d.chance(0.75):
+            group = d.one(groups)
+            ids = group[: d.between(1, len(group))] if d.chance(0.4) else list(group)
+        extra = d.between(0 if ids else 1, max(1, 1024 // tbs))
+        ids += list(range(next_id, next_id + extra))
+        next_id += extra
+        full = len(ids) * tbs
+        row: dict = {"timestamp": round(t, 3)}
+        if d.chance(0.85):
+            row["input_length"] = d.between(max(1, full - tbs + 1), full)
+        row["output_length"] = d.one(OUTPUTS[:-1])
+        row["hash_ids"] = ids
+        rows.append(row)
+        if mean_gap and not d.chance(0.15):  # some equal timestamps too
+            t += d.rng.expovariate(1.0 / mean_gap)
+    # AISimulate takes mooncake-delta in aggregated mode only; a few P/D cases check that
+    fmt = "mooncake-delta" if d.chance(0.15 if mode == "aggregated" else 0.02) else "mooncake"
+    if fmt != "mooncake":
+        tags.append("trace-delta")
+    source = {"type": "trace", "paths": ["trace.jsonl"], "format": fmt, "block_size": tbs}
+    if d.chance(0.5):
+        conc = d.one([1, 2, 4, 8, 16, 32])
+        load: dict = {"type": "concurrency", "concurrency": conc}
+        tags.append("load:concurrency")
+        in_flight = conc
+    else:
+        load = {"type": "trace_timestamps"}
+        if d.chance(0.3):
+            load["speedup"] = d.one([0.5, 2.0, 10.0])
+        tags.append("load:trace_timestamps")
+        in_flight = min(rows_n, 32)
+    traffic: dict = {"source": source, "load": load}
+    if d.chance(0.15):
+        span = max(t, 50.0) / 1000.0
+        traffic["stop"] = {"max_virtual_time_seconds": round(span * d.rng.uniform(0.3, 1.5), 3)}
+        tags.append("cutoff")
+    text = "".join(_json_row(r) + "\n" for r in rows)
+    prompts = [r.get("input_length", len(r["hash_ids"]) * tbs) for r in rows]
+    outputs = [r["output_length"] for r in rows]
+    return ({"traffic": traffic, "files": {"trace.jsonl": text}},
+            _Workload(prompts, outputs, in_flight, trace=True))
+
+
+def _json_row(row: dict) -> str:
+    import json
+
+    return json.dumps(row, separators=(", ", ": "))
+
+
+def _context_limit(d: _Draw, wl: _Workload) -> int:
+    """An integer context_length that truncates outputs or rejects some prompts."""
+    prompts = sorted(wl.prompts)
+    longest = prompts[-1] + max(wl.outputs)
+    if len(set(prompts)) > 1 and d.chance(0.7):
+        # between two prompt lengths: the longer prompts are rejected
+        lo, hi = prompts[len(prompts) // 3], prompts[-1]
+        return max(2, d.between(lo, hi)) if hi > lo else hi
+    if d.chance(0.2):
+        return max(1, prompts[0] - d.between(0, 3))  # every request rejected (exit 1)
+    return d.between(prompts[-1] + 1, max(prompts[-1] + 1, longest - 1))  # outputs truncated
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def _parallelism(d: _Draw, tags: list[str], model: str, timing_kind: str, role: str) -> dict:
+    if model in DENSE:
+        heads = DENSE[model]
+        tensor = d.pick({1: 0.35, 2: 0.3, 4: 0.25, 8: 0.08, 16: 0.02 if heads >= 64 else 0})
+        par: dict = {"tensor": tensor}
+        if d.chance(0.15):
+            par["attention_data"] = 2
+        if timing_kind == "op" and d.chance(0.1) and role != "decode":
+            par["pipeline"] = 2
+    else:
+        t, adp, mt, me, pp = d.one(MOE_SPLITS[model])
+        par = {"tensor": t, "attention_data": adp, "moe_tensor": mt, "moe_expert": me}
+        if pp > 1:
+            par["pipeline"] = pp
+    if d.chance(0.25):
+        par["replicas"] = d.pick({2: 0.8, 3: 0.2})
+    if par.get("attention_data", 1) > 1:
+        tags.append("dp>1")
+    if par.get("pipeline", 1) > 1:
+        tags.append("pp>1")
+    if par.get("replicas", 1) > 1:
+        tags.append("replicas>1")
+    return par
+
+
+def _worker(d: _Draw, tags: list[str], model: str, backend: str, timing_kind: str,
+            wl: _Workload, role: str, no_chunk: bool, nextn: int) -> dict:
+    par = _parallelism(d, tags, model, timing_kind, role)
+    worker: dict = {"parallelism": par}
+    # scheduler: token budget, running-request limit, vLLM prefill interval
+    sched: dict = {}
+    longest = max(wl.prompts)
+    budget = d.pick({64: 0.08, 100: 0.1, 128: 0.08, 256: 0.12, 512: 0.12, 1024: 0.1,
+                     2048: 0.12, 4096: 0.08, 8192: 0.2})
+    if no_chunk and d.chance(0.85):
+        budget = max(budget, longest)  # a prompt larger than the budget stalls (both refuse)
+    sched["max_batched_tokens"] = budget
+    if role == "prefill" and d.chance(0.45):
+        tags.append("pd-prefill-seqs-unset")  # the prefill role defaults to one sequence
+    else:
+        sched["max_sequences"] = d.pick({1: 0.05, 2: 0.08, 4: 0.12, 8: 0.15, 16: 0.15,
+                                         64: 0.15, 256: 0.3})
+    if backend == "vllm" and d.chance(0.15):
+        sched["prefill_schedule_interval"] = d.pick({2: 0.7, 3: 0.3})
+        tags.append("psi>1")
+    worker["scheduler"] = sched
+    worker["kv_cache"] = _kv_cache(d, tags, model, backend, par, wl, sched, role, nextn)
+    worker["timing"] = _timing(d, timing_kind)
+    if d.chance(0.05):
+        worker["startup_seconds"] = d.one([0.5, 2.0])
+        tags.append("startup")
+    return worker
+
+
+def _kv_cache(d: _Draw, tags: list[str], model: str, backend: str, par: dict, wl: _Workload,
+              sched: dict, role: str, nextn: int) -> dict:
+    block = d.pick({16: 0.3, 32: 0.3, 64: 0.3, 128: 0.1}) if backend == "vllm" else \
+        d.pick({16: 0.2, 32: 0.5, 64: 0.3})
+    kv: dict = {"block_size": block}
+    if d.chance(0.22):
+        kv["prefix_caching"] = False
+        tags.append("prefix-off")
+    gpus = par.get("tensor", 1) * par.get("attention_data", 1)
+    can_default = gpus >= MIN_GPUS_DEFAULT_CAPACITY.get(model, 1)
+    # aisim refuses the memory model's capacity under MTP; a few cases keep that refusal checked
+    default = (0.02 if nextn else 0.15) if can_default else 0
+    pressure = d.pick({"ample": 0.3, "tight": 0.4, "default": default,
+                       "bytes": 0.05, "too-small": 0.02})
+    tags.append(f"kv:{pressure}" + (f"@{role}" if role != "aggregated" else ""))
+    if pressure == "default":
+        cap: dict = {"type": "default"}
+        if d.chance(0.3):
+            cap["memory_fraction"] = d.one([0.5, 0.8, 0.95])
+        kv["capacity"] = cap
+        return kv
+    # blocks one request needs at its longest (prompt + output + MTP drafts)
+    longest = max(p + o for p, o in zip(wl.prompts, wl.outputs, strict=True))
+    one = math.ceil((longest + nextn + 1) / block)
+    running = max(1, min(wl.in_flight, sched.get("max_sequences", 1 if role == "prefill"
+                                                 else 256)))
+    ranks = par.get("attention_data", 1)
+    per_rank = max(1, math.ceil(running / ranks))
+    if pressure == "ample":
+        blocks = one * per_rank * 2 + d.between(8, 200)
+    elif pressure == "too-small":
+        blocks = max(1, one - d.between(1, 3))
+    else:  # tight: a few requests fit, so they queue, preempt or wait for a reservation
+        blocks = max(one + d.between(0, 2), int(one * per_rank * d.rng.uniform(0.25, 0.9)))
+    if pressure == "bytes":  # AISimulate sizes a byte capacity only with explicit token bytes
+        kv["bytes_per_token"] = _kv_bytes(model, par)
+        kv["capacity"] = {"type": "fixed", "bytes": blocks * block * kv["bytes_per_token"]}
+    else:
+        kv["capacity"] = {"type": "fixed", "blocks": blocks}
+    return kv
+
+
+def _kv_bytes(model: str, par: dict) -> int:
+    """Roughly one token's KV bytes on one rank (the value a `bytes` capacity is given)."""
+    per_layer = {"Qwen/Qwen3-0.6B": 8 * 128 * 2 * 2, "Qwen/Qwen3-8B": 8 * 128 * 2 * 2,
+                 "Qwen/Qwen3-32B": 8 * 128 * 2 * 2, "Qwen/Qwen3-30B-A3B": 4 * 128 * 2 * 2,
+                 "Qwen/Qwen3-235B-A22B": 4 * 128 * 2 * 2}.get(model, 656)
+    layers = {"Qwen/Qwen3-0.6B": 28, "Qwen/Qwen3-8B": 36, "Qwen/Qwen3-32B": 64,
+              "Qwen/Qwen3-30B-A3B": 48, "Qwen/Qwen3-235B-A22B": 94}.get(model, 61)
+    return max(1, per_layer * layers // max(1, par.get("tensor", 1)))
+
+
+def _timing(d: _Draw, kind: str) -> dict:
+    if kind == "op":
+        return {"type": "default"}
+    if kind == "polynomial":
+        return {"type": "polynomial"}
+    return {"type": "fixed", "prefill_ms": d.one([1, 2.5, 7, 7.3, 10, 15]),
+            "decode_ms": d.one([0.5, 1, 1.7, 2, 3])}
+
+
+def _kv_transfer(d: _Draw, tags: list[str]) -> dict | None:
+    if d.chance(0.12):
+        tags.append("kvt:absent")
+        return None
+    kvt: dict = {}
+    if d.chance(0.4):
+        kvt["bandwidth_gb_per_second"] = None
+        tags.append("kvt:null-bw")
+    else:
+        kvt["bandwidth_gb_per_second"] = d.one([5.0, 25.0, 50.0, 100.0, 400.0])
+        tags.append("kvt:bw")
+    if d.chance(0.35):
+        kvt["timing_mode"] = "full_prompt"
+        tags.append("kvt:full_prompt")
+    elif d.chance(0.5):
+        kvt["timing_mode"] = "destination_missing"
+    if d.chance(0.2):
+        kvt["bytes_per_token"] = d.one([1024, 65536, 131072])
+        tags.append("kvt:bytes")
+    return kvt
