@@ -35,8 +35,9 @@ def build_dense_plan(model: ModelArch, tables: Tables, system: GpuSystem,
     d = model.head_dim
     n_heads = model.num_attention_heads // t
     n_kv = max(1, model.num_kv_heads // t)
-    gemm_dtype = gemm_dtype or ("bfloat16" if model.torch_dtype in ("bfloat16", "float16")
-                                else model.torch_dtype)
+    # an unquantized checkpoint's GEMMs are priced in bf16 whatever its torch_dtype (oracle:
+    # float16 / float32 Qwen3-32B give the bf16 figures); quantized ones are refused upstream
+    gemm_dtype = gemm_dtype or "bfloat16"
     gemm_ops = [
         GemmOp("qkv_gemm", n_heads * d + 2 * n_kv * d, h, gemm_dtype),
         GemmOp("proj_gemm", h, n_heads * d, gemm_dtype),
