@@ -203,9 +203,8 @@ def summarize(result, sla=None) -> dict:
     out["prefill_gpus_per_worker"] = 0
     out["decode_gpus_per_worker"] = gpus
     out["prefill_worker_seconds"] = 0.0
-    worker_seconds = spec.replicas * duration_s if n_done else 0.0
-    if cut_off:
-        worker_seconds = spec.replicas * _cutoff_clock_ms(req, (result.ranks,)) / 1000.0
+    ranks = getattr(result, "ranks", None)   # None: summarize_pd bills both pools itself
+    worker_seconds = spec.replicas * _billed_clock_ms(req, (ranks,)) / 1000.0 if ranks else 0.0
     out["decode_worker_seconds"] = worker_seconds
     out["gpu_hours"] = worker_seconds * gpus / 3600.0
     if n_done == 0:
@@ -248,14 +247,16 @@ def summarize(result, sla=None) -> dict:
     return out
 
 
-def _cutoff_clock_ms(req, rank_states, other_events_ms: float = 0.0) -> float:
-    """Virtual time at which a run with a cut-off stopped: its last processed event (a pass end
-    of any rank, an arrival, or another event such as a transfer end); workers are billed until
-    then, not until the last completion."""
+def _billed_clock_ms(req, rank_states, other_events_ms: float = 0.0) -> float:
+    """Virtual time of a run's last processed event (a pass end of any rank, an arrival, a
+    rejection, or another event such as a transfer end): workers are billed until then, not
+    until the last completion (a rejection after it, or a cut-off, extends the bill)."""
     arrived = req.status != ReqStatus.NOT_ARRIVED
     last_arrival = float(req.arrival_ms[arrived].max()) if arrived.any() else 0.0
+    rejected = req.status == ReqStatus.REJECTED
+    last_rejection = float(req.terminal_ms[rejected].max()) if rejected.any() else 0.0
     last_end = max(float(ranks.last_end_ms.max()) for ranks in rank_states)
-    return max(last_end, last_arrival, other_events_ms)
+    return max(last_end, last_arrival, last_rejection, other_events_ms)
 
 
 def _open_pass_prefill(result) -> int:
@@ -295,20 +296,14 @@ def summarize_pd(result, sla=None) -> dict:
     out["prefill_gpus_per_worker"] = pg
     out["decode_gpus_per_worker"] = dg
     if spec.decode.max_time_ms != float("inf"):
-        # both pools are billed until the last event processed before the cut-off
         out["committed_prefill_tokens"] -= _open_pass_prefill(
             SimpleNamespace(req=result.req_p, ranks=result.ranks_p))
-        xfer = result.pd.xfer_end_ms
-        last_xfer = float(xfer[xfer <= spec.decode.max_time_ms].max(initial=0.0))
-        clock_s = _cutoff_clock_ms(req, (result.ranks_p, result.ranks_d), last_xfer) / 1000.0
-        prefill_s = spec.prefill.replicas * clock_s
-        decode_s = spec.decode.replicas * clock_s
-    elif out["completed_requests"]:
-        duration_s = max(out["duration_ms"] / 1000.0, 1e-9)
-        prefill_s = spec.prefill.replicas * duration_s
-        decode_s = spec.decode.replicas * duration_s
-    else:
-        prefill_s = decode_s = 0.0
+    # both pools are billed until the last event processed (before the cut-off, if any)
+    xfer = result.pd.xfer_end_ms
+    last_xfer = float(xfer[xfer <= spec.decode.max_time_ms].max(initial=0.0))
+    clock_s = _billed_clock_ms(req, (result.ranks_p, result.ranks_d), last_xfer) / 1000.0
+    prefill_s = spec.prefill.replicas * clock_s
+    decode_s = spec.decode.replicas * clock_s
     out["prefill_worker_seconds"] = prefill_s
     out["decode_worker_seconds"] = decode_s
     out["gpu_hours"] = (prefill_s * pg + decode_s * dg) / 3600.0

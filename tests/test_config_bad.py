@@ -90,7 +90,6 @@ CASES: list[tuple[str, list[str], str, str]] = [
     ("nextn-needs-accepted", ["engine.nextn=2"], "engine.nextn_accepted", "is required when nextn > 0"),
     ("accepted-needs-nextn", ["engine.nextn_accepted=0.5"], "engine.nextn_accepted", "needs nextn > 0"),
     ("accepted-above-nextn", ["engine.nextn=2", "engine.nextn_accepted=2.5", f"{W}.timing={{}}"], "engine.nextn_accepted", "within [0, nextn] = [0, 2]"),
-    ("mtp-needs-fixed-capacity", ["engine.nextn=2", "engine.nextn_accepted=1.5", f"{W}.timing={{}}", f"{W}.kv_cache.capacity={{type: default}}"], f"{W}.kv_cache.capacity", "must be an explicit fixed KV capacity when engine.nextn > 0"),  # aisim only: AISimulate sizes the pool without the draft layers
     ("mtp-needs-default-timing", ["engine.nextn=2", "engine.nextn_accepted=1.5"], "engine.nextn", "needs default timing in every worker role"),
     ("estimator-policy-fixed-timing", ["engine.estimation_mode=op_level"], "engine.estimation_mode", "needs default timing"),
     ("shared-layer-fixed-timing", ["engine.enable_shared_layer=false"], "engine.enable_shared_layer", "needs default timing"),
@@ -106,6 +105,7 @@ CASES: list[tuple[str, list[str], str, str]] = [
     ("pd-missing-decode", [*sorted(PD), "engine.workers.decode=null"], "engine.workers.decode", "is required in disaggregated mode"),
     ("pd-missing-prefill", [*sorted(PD), "engine.workers.prefill=null"], "engine.workers.prefill", "is required in disaggregated mode"),
     ("pd-aggregated-role", [*sorted(PD), "engine.workers.aggregated={}"], "engine.workers.aggregated", "is not a worker role of disaggregated mode"),
+    ("pd-mooncake-delta", [*sorted(PD), "traffic.source={type: trace, paths: [t.jsonl], format: mooncake-delta}", "traffic.load={type: trace_timestamps}", "traffic.stop=null"], "traffic.source.format", "'mooncake-delta' needs engine.mode: aggregated"),
     ("pd-bandwidth-zero", [*sorted(PD), "engine.kv_transfer={bandwidth_gb_per_second: 0}"], "engine.kv_transfer.bandwidth_gb_per_second", "must be"),
     ("pd-timing-mode", [*sorted(PD), "engine.kv_transfer={timing_mode: whole}"], "engine.kv_transfer.timing_mode", "destination_missing"),
     ("pd-bytes-per-token", [*sorted(PD), "engine.kv_transfer={bytes_per_token: -1}"], "engine.kv_transfer.bytes_per_token", "auto"),

@@ -26,15 +26,10 @@ RTOL = {"polynomial-kv-pressure": 2e-9}
 # comparison still runs, so a scenario that starts to match fails until it is taken off the list.
 # The difftest-* ones are the mismatch classes found by bench/difftest.py (bench/DIFFTEST.md).
 KNOWN_DEVIATIONS: set[str] = {
-    "difftest-mtp-kv-pressure-readmission",
-    "difftest-pd-null-bandwidth-decode-pass",
-    "difftest-reject-after-spent-budget",
-    "difftest-rejection-worker-seconds",
     "difftest-mtp-pipeline-decode-pricing",
     "difftest-sol-prefix-context-attention",
     "difftest-pd-equal-pass-end-order",
     "difftest-pd-decode-pressure-shared-prefix",
-    "difftest-trtllm-full-hit-after-spent-budget",
     "difftest-mtp-near-context-limit",
 }
 

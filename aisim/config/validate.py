@@ -489,16 +489,6 @@ def _engine(v: dict[str, Any], raw: Mapping[str, Any], path: str, ctx: Ctx) -> N
                     v[key],
                     "remove it or use timing: {type: default}",
                 )
-    if nextn > 0:
-        for role, worker in v["workers"].items():
-            if getattr(worker.kv_cache.capacity, "TYPE", "fixed") == "default":
-                # the GPU memory model leaves the MTP draft layers out (timing.md 9.1)
-                raise Invalid(
-                    join(wpath, f"{role}.kv_cache.capacity"),
-                    "must be an explicit fixed KV capacity when engine.nextn > 0 (the memory "
-                    "model does not count the MTP draft layers)",
-                    fix="give capacity: {type: fixed, blocks: N} sized with the draft memory",
-                )
 
 
 @hook(NgramSpeculation)
@@ -573,6 +563,13 @@ def build_config(raw: Any, source: str, base_dir: Path) -> Config:
         execution_raw = _top_section(raw, "execution")
         build(Execution, execution_raw, "execution", ctx)
         execution = opaque()(execution_raw, "execution")
+    if getattr(traffic.source, "format", None) == "mooncake-delta" and engine.mode != "aggregated":
+        # its delta timestamps are replayed by the aggregated engine only (AISimulate rejects it)
+        raise Invalid(
+            "traffic.source.format",
+            f"'mooncake-delta' needs engine.mode: aggregated, not {engine.mode!r}",
+            fix="convert the trace to format: mooncake (absolute timestamps)",
+        )
     images = getattr(traffic.source, "images", None)
     if images is not None and engine.encoder is None:
         native = engine.backend == "sglang" and engine.mode == "aggregated"
