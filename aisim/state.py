@@ -532,6 +532,7 @@ PASS_FIELDS = (
           "pass end (the worker's ranks run in lock-step: the slowest rank's duration)"),
     Field("rank", np.int32, "P", -1, "index", "scheduler rank = worker x D + dp_rank"),
     Field("worker", np.int32, "P", -1, "index", "worker (replica)"),
+    Field("role", np.int8, "P", -1, "code", "kernels.codes.Role of the pool that ran the pass"),
     Field("num_prefill", np.int32, "P", 0, "count", "requests in the prefill set"),
     Field("num_decode", np.int32, "P", 0, "count", "requests in the decode set"),
     Field("tokens_scheduled", np.int64, "P", 0, "tokens", "tokens scheduled in the pass"),
@@ -554,6 +555,7 @@ class PassLog(NamedTuple):
     end_ms: np.ndarray
     rank: np.ndarray
     worker: np.ndarray
+    role: np.ndarray
     num_prefill: np.ndarray
     num_decode: np.ndarray
     tokens_scheduled: np.ndarray

@@ -56,7 +56,7 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
                                                        pfx_hash, plan, memo, r, t_ms, step, mtp)
         dur = prefill_ns + decode_ns
         if p.capture_passes:
-            passlog.record_rank(req, ranks, plog, r, w, t_ms,
+            passlog.record_rank(p, req, ranks, plog, r, w, t_ms,
                                 stats.counters[CNT_PREEMPTIONS] - preempted_before)
         flags |= f
         if p.check_invariants:

@@ -10,7 +10,7 @@ from aisim.kernels._jit import helper
 
 
 @helper
-def record_rank(req, ranks, plog, r, w, t_ms, preempted):
+def record_rank(p, req, ranks, plog, r, w, t_ms, preempted):
     """Append rank r's freshly scheduled pass (end time filled by `close_pass`)."""
     row = plog.count[0]
     plog.count[0] = row + 1
@@ -45,6 +45,7 @@ def record_rank(req, ranks, plog, r, w, t_ms, preempted):
     plog.end_ms[row] = t_ms
     plog.rank[row] = r
     plog.worker[row] = w
+    plog.role[row] = p.role
     plog.num_prefill[row] = bs_p
     plog.num_decode[row] = bs_d
     plog.tokens_scheduled[row] = tokens

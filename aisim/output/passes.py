@@ -11,12 +11,15 @@ import pyarrow as pa
 
 from aisim.output.schema import _f, table_metadata
 
+ROLE_NAMES = ("aggregated", "prefill", "decode")  # by kernels.codes.Role
+
 PASS_COLUMNS = [
     _f("pass_index", pa.int64(), "index", "row order: rank-passes by start time", False),
     _f("start_ms", pa.float64(), "ms", "pass start (simulated time)", False),
     _f("end_ms", pa.float64(), "ms", "pass end: the worker's slowest rank", False),
     _f("rank", pa.int32(), "index", "scheduler rank = worker x attention_data + dp_rank", False),
-    _f("worker", pa.int32(), "index", "worker (replica)", False),
+    _f("worker", pa.int32(), "index", "worker (replica) within its role", False),
+    _f("role", pa.string(), "", "worker role: aggregated, prefill or decode", False),
     _f("num_prefill", pa.int32(), "requests", "requests computing prompt tokens", False),
     _f("num_decode", pa.int32(), "requests", "requests decoding one token", False),
     _f("tokens_scheduled", pa.int64(), "tokens", "tokens scheduled in the pass", False),
@@ -48,6 +51,7 @@ def passes_table(plog, provenance: dict) -> pa.Table:
         "end_ms": plog.end_ms,
         "rank": plog.rank,
         "worker": plog.worker,
+        "role": pa.array(np.array(ROLE_NAMES, dtype=object)[plog.role.astype(np.int64)]),
         "num_prefill": plog.num_prefill,
         "num_decode": plog.num_decode,
         "tokens_scheduled": plog.tokens_scheduled,
