@@ -67,7 +67,7 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
     from aisim.traffic import synthetic
 
     if cfg.engine.mode == "disaggregated":
-        return _run_pd_prediction(cfg, digest, capture)
+        return _run_pd_prediction(cfg, digest, capture, capture_passes, memos)
     spec = resolve(cfg)
     load_engine(spec)  # like importing AISimulate's compiled engine: outside wall_time_ms
     if spec.timing == "op_level":
@@ -110,11 +110,15 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
     prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
     prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s
     records = RequestRecords(result, digest) if capture else None
-    passes = None
-    if result.passes is not None:
-        rows = int(result.passes.count[0])
-        passes = type(result.passes)(*(a[:rows] for a in result.passes))
-    return Prediction(prediction, records, digest, spec, passes)
+    return Prediction(prediction, records, digest, spec, _trimmed(result.passes))
+
+
+def _trimmed(passes):
+    """A captured pass log cut to the rows the run wrote (None when not captured)."""
+    if passes is None:
+        return None
+    rows = int(passes.count[0])
+    return type(passes)(*(a[:rows] for a in passes))
 
 
 _TRAFFIC_FIELDS = ("num_requests", "load", "concurrency", "rate_per_s", "seed", "input_tokens",
@@ -139,10 +143,13 @@ def _shared_plan_and_memo(memos: dict, spec, source_path):
         plans[spec_key] = (plan, plan_digest(plan.arrays))
     plan, plan_hash = plans[spec_key]
     shared = memos.setdefault("memos", {})
-    if plan_hash not in shared:
+    # one memo per plan and role: a P/D run's two pools price through one plan but sum their
+    # own phases (the power report takes the prefill pool's context ops, the decode pool's rest)
+    key = (plan_hash, spec.role)
+    if key not in shared:
         # larger than a single run's memo: a sweep visits many more pass shapes
-        shared[plan_hash] = allocate_memo(len(plan.op_names), 1 << 14)
-    return plan, shared[plan_hash]
+        shared[key] = allocate_memo(len(plan.op_names), 1 << 14)
+    return plan, shared[key]
 
 
 def kv_precision_field(specs) -> dict:
@@ -165,7 +172,8 @@ def _freeze_loaded_objects() -> None:
     gc.freeze()
 
 
-def _run_pd_prediction(cfg, digest: str, capture: bool) -> Prediction:
+def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool,
+                       memos) -> Prediction:
     """run_prediction for engine.mode disaggregated (behaviour.md 10)."""
     from aisim.engine.pd import load_engine_pd, resolve_pd, simulate_pd
     from aisim.metrics import power_fields, summarize_pd
@@ -181,12 +189,18 @@ def _run_pd_prediction(cfg, digest: str, capture: bool) -> Prediction:
     t0 = time.perf_counter()
     roles = (("prefill", pdspec.prefill), ("decode", pdspec.decode))
     plans = []
+    role_memos = []
     for role, spec in roles:
-        plan = None
+        plan = memo = None
         if spec.timing == "op_level":
-            plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{role}")
+            if memos is not None:
+                plan, memo = _shared_plan_and_memo(memos, spec, cfg.source_path)
+            else:
+                plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{role}")
         plans.append(plan)
-    result = simulate_pd(pdspec, capture=capture, plans=tuple(plans))
+        role_memos.append(memo)
+    result = simulate_pd(pdspec, capture=capture, plans=tuple(plans),
+                         capture_passes=capture_passes, memos=tuple(role_memos))
     prediction = dict(summarize_pd(result, _sla(cfg)))
     prediction.update(power_fields())
     provenance_by_role = {}
@@ -218,7 +232,7 @@ def _run_pd_prediction(cfg, digest: str, capture: bool) -> Prediction:
     prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
     prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s
     records = RequestRecords(result, digest, disaggregated=True) if capture else None
-    return Prediction(prediction, records, digest, pdspec)
+    return Prediction(prediction, records, digest, pdspec, _trimmed(result.passes))
 
 
 def op_sources(plan):

@@ -43,3 +43,29 @@ engine:
       kv_cache: {block_size: 16, prefix_caching: true, capacity: {type: fixed, blocks: 30}}
       timing: {type: fixed, prefill_ms: 7.3, decode_ms: 1.7}
 """
+
+# disaggregated, op-level on both pools (one plan: the roles differ only in their pools)
+PD_OP_LEVEL = """\
+traffic:
+  source: {type: synthetic, input_tokens: 300, output_tokens: 16, cached_prefix_tokens: 64}
+  load: {type: concurrency, concurrency: 6}
+  stop: {requests: 24}
+engine:
+  mode: disaggregated
+  model: Qwen/Qwen3-32B
+  hardware: b200_sxm
+  backend: vllm
+  backend_version: "0.24.0"
+  kv_transfer: {bandwidth_gb_per_second: 50}
+  workers:
+    prefill:
+      parallelism: {replicas: 1, tensor: 4}
+      scheduler: {max_batched_tokens: 256, max_sequences: 4}
+      kv_cache: {block_size: 16, capacity: {type: fixed, blocks: 400}}
+      timing: {type: default}
+    decode:
+      parallelism: {replicas: 2, tensor: 4}
+      scheduler: {max_batched_tokens: 1024, max_sequences: 8}
+      kv_cache: {block_size: 16, capacity: {type: fixed, blocks: 400}}
+      timing: {type: default}
+"""

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from aisim.cli import main
 from aisim.output.passes import PASSES_SCHEMA
 from aisim.output.schema import REQUESTS_SCHEMA
-from tests.analysis_configs import OP_LEVEL, PRESSURE
+from tests.analysis_configs import OP_LEVEL, PD_OP_LEVEL, PRESSURE
 
 HOST = ("wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s")
 
@@ -111,8 +111,43 @@ def test_pass_capture_grows_when_the_estimate_is_short(monkeypatch) -> None:
     from aisim.api import predict
 
     full = predict(PRESSURE, capture_passes=True)
-    monkeypatch.setattr(run, "_pass_rows_estimate", lambda spec, traffic: 3)
+    monkeypatch.setattr(run, "pass_rows_estimate", lambda spec, traffic: 3)
     short = predict(PRESSURE, capture_passes=True)
+    assert short.prediction_sha256 == full.prediction_sha256
+    assert short.passes.equals(full.passes)
+
+
+def test_disaggregated_passes_hold_both_pools(tmp_path: Path) -> None:
+    """P/D --capture-passes: one table of both pools' passes, told apart by the role column."""
+    plain = _predict(tmp_path, PD_OP_LEVEL, "plain")
+    out = _predict(tmp_path, PD_OP_LEVEL, "run", "--capture-passes")
+    assert ((plain / "prediction.sha256").read_text()
+            == (out / "prediction.sha256").read_text())
+    pred = json.loads((out / "prediction.json").read_text())
+    passes, _ = _check_table(out / "passes.parquet", "passes", PASSES_SCHEMA)
+    cols = passes.to_pydict()
+    roles = cols["role"]
+    assert set(roles) == {"prefill", "decode"}
+    prefill = [i for i, r in enumerate(roles) if r == "prefill"]
+    decode = [i for i, r in enumerate(roles) if r == "decode"]
+    # the prefill pool computes every prompt token; the decode pool (no KV pressure) none
+    assert sum(cols["prefill_tokens"][i] for i in prefill) == pred["committed_prefill_tokens"]
+    assert sum(cols["prefill_tokens"][i] for i in decode) == 0
+    assert {cols["worker"][i] for i in decode} == {0, 1}
+    assert max(cols["end_ms"][i] for i in decode) == pytest.approx(pred["duration_ms"],
+                                                                    rel=1e-12)
+    # a decode pass emits one token per decoding request; the prefill side's first token is
+    # internal, so the decode pool emits every reported token
+    assert sum(cols["num_decode"][i] for i in decode) == pred["total_output_tokens"]
+
+
+def test_disaggregated_pass_capture_grows_when_the_estimate_is_short(monkeypatch) -> None:
+    import aisim.engine.run as run
+    from aisim.api import predict
+
+    full = predict(PD_OP_LEVEL, capture_passes=True)
+    monkeypatch.setattr(run, "pass_rows_estimate", lambda spec, traffic: 2)
+    short = predict(PD_OP_LEVEL, capture_passes=True)
     assert short.prediction_sha256 == full.prediction_sha256
     assert short.passes.equals(full.passes)
 

@@ -149,6 +149,22 @@ def test_shared_memo_gives_the_same_rows(tmp_path: Path) -> None:
     assert table.column("prediction_sha256").to_pylist() == [r.prediction_sha256 for r in lone]
 
 
+def test_disaggregated_points_share_memos_per_role(tmp_path: Path) -> None:
+    """A P/D sweep shares pass-time memos too, one per plan and pool role (each pool sums its
+    own phases for the energy report); every row equals its lone run."""
+    import aisim
+    from aisim.sweep import point
+    from tests.analysis_configs import PD_OP_LEVEL
+
+    cfg = tmp_path / "pd.yaml"
+    cfg.write_text(PD_OP_LEVEL)
+    point._MEMOS.clear()
+    table = aisim.sweep(str(cfg), {CONC: [6, 2, 6]}, jobs=1)
+    assert sorted(role for _, role in point._MEMOS["memos"]) == ["decode", "prefill"]
+    lone = [aisim.predict(str(cfg), overrides=[f"{CONC}={v}"]) for v in (6, 2, 6)]
+    assert table.column("prediction_sha256").to_pylist() == [r.prediction_sha256 for r in lone]
+
+
 def test_a_path_swept_twice_is_refused() -> None:
     from aisim.errors import ConfigError
     from aisim.sweep.grid import expand

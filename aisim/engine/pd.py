@@ -10,7 +10,8 @@ import numpy as np
 
 from aisim import state as st
 from aisim.engine.interruptible import run_kernel
-from aisim.engine.run import traffic_inputs
+from aisim.engine import run as aggregated
+from aisim.engine.run import reset_accumulators, traffic_inputs
 from aisim.engine.spec import EngineSpec, resolve_role
 from aisim.errors import CapacityError, NotAvailableError
 from aisim.kernels.codes import ReqStatus, Role, RunResult
@@ -46,6 +47,7 @@ class PDResult:
     memo_d: st.TimingMemo | None = None
     ranks_p: st.RankState | None = None  # final rank states (a cut-off run reads open passes)
     ranks_d: st.RankState | None = None
+    passes: st.PassLog | None = None  # capture_passes: both pools' passes, role column set
 
 
 def resolve_pd(cfg) -> PDSpec:
@@ -79,8 +81,8 @@ def resolve_pd(cfg) -> PDSpec:
     return PDSpec(prefill, decode, st.TransferParams(bytes_per_token, bandwidth, full_prompt))
 
 
-def _params(spec: EngineSpec, role: Role, n: int, capture: bool):
-    params = spec.kernel_params(capture)._replace(
+def _params(spec: EngineSpec, role: Role, n: int, capture: bool, capture_passes: bool):
+    params = spec.kernel_params(capture, capture_passes=capture_passes)._replace(
         max_seqs=max(1, min(spec.max_seqs, n)), role=int(role)
     )
     return params
@@ -94,7 +96,10 @@ def _run(
     plans,
     log_capacity: int,
     no_stats: np.ndarray | None = None,
+    pass_rows: int = 0,
 ):
+    """One call of the P/D loop; `pass_rows` > 0 captures the passes of both pools into one
+    pass log of that many rows."""
     from aisim.kernels.loop_pd import run_disaggregated
 
     sp, sd = pdspec.prefill, pdspec.decode
@@ -140,6 +145,7 @@ def _run(
         req_d.no_stats[:] = no_stats  # decode workers stream every client-visible token gap
     pd = st.allocate_pd(n, sd.num_ranks, sd.replicas, sp.replicas)
     (plan_p, memo_p), (plan_d, memo_d) = plans
+    plog = st.allocate_passlog(max(1, pass_rows))
     code, where = run_kernel(
         run_disaggregated,
         pd,
@@ -147,8 +153,8 @@ def _run(
         stats,
         log,
         st.allocate_mtp(0, None, 1),
-        st.allocate_passlog(1),
-        _params(sp, Role.PREFILL, n, capture),
+        plog,
+        _params(sp, Role.PREFILL, n, capture, pass_rows > 0),
         req_p,
         ranks_p,
         blocks_p,
@@ -157,7 +163,7 @@ def _run(
                        -(-longest_p // sp.block_size) + 1),
         plan_p,
         memo_p,
-        _params(sd, Role.DECODE, n, capture),
+        _params(sd, Role.DECODE, n, capture, pass_rows > 0),
         req_d,
         ranks_d,
         blocks_d,
@@ -167,13 +173,18 @@ def _run(
         plan_d,
         memo_d,
     )
-    return code, where, req_p, req_d, pd, stats, log, ranks_p, ranks_d
+    return code, where, req_p, req_d, pd, stats, log, ranks_p, ranks_d, plog
 
 
-def _timing_arrays(spec: EngineSpec, plan):
-    if spec.timing == "op_level":
+def _timing_arrays(spec: EngineSpec, plan, memo=None):
+    """(plan arrays, memo) of one role; a given memo (shared by a sweep's points with the same
+    plan) keeps its prices and has its per-run sums zeroed."""
+    if spec.timing != "op_level":
+        return st.placeholder_plan(), st.allocate_memo(1, 16)
+    if memo is None:
         return plan.arrays, st.allocate_memo(len(plan.op_names))
-    return st.placeholder_plan(), st.allocate_memo(1, 16)
+    reset_accumulators(memo)
+    return plan.arrays, memo
 
 
 def load_engine_pd(pdspec: PDSpec) -> None:
@@ -204,41 +215,47 @@ def role_traffic(spec: EngineSpec) -> Traffic:
     return synthetic(spec)
 
 
-def simulate_pd(pdspec: PDSpec, capture: bool = False, plans=(None, None)) -> PDResult:
+def simulate_pd(pdspec: PDSpec, capture: bool = False, plans=(None, None),
+                capture_passes: bool = False, memos=(None, None)) -> PDResult:
     """Run the P/D loop. With a virtual-time cut-off, run once more with the unfinished
-    requests' token gaps kept out of the ITL statistics (see run.simulate_until_cutoff)."""
+    requests' token gaps kept out of the ITL statistics (see run.simulate_until_cutoff).
+    `memos`: each role's pass-time memo to reuse (a sweep's), or None for a fresh one."""
     traffic_p = role_traffic(pdspec.prefill)
     traffic_d = role_traffic(pdspec.decode)
-    result = _simulate_pd(pdspec, traffic_p, traffic_d, capture, plans)
+    result = _simulate_pd(pdspec, traffic_p, traffic_d, capture, plans, memos, capture_passes)
     if pdspec.decode.max_time_ms == float("inf"):
         return result
     open_ = merged_requests(result).status < ReqStatus.FINISHED
     open_ &= result.req_p.status != ReqStatus.NOT_ARRIVED
     if not open_.any():
         return result
-    return _simulate_pd(pdspec, traffic_p, traffic_d, capture, plans, no_stats=open_)
+    return _simulate_pd(pdspec, traffic_p, traffic_d, capture, plans, memos, capture_passes,
+                        no_stats=open_)
 
 
 def _simulate_pd(pdspec: PDSpec, traffic_p: Traffic, traffic_d: Traffic, capture: bool, plans,
-                 no_stats: np.ndarray | None = None) -> PDResult:
-    timing = [
-        _timing_arrays(s, plan)
-        for s, plan in zip((pdspec.prefill, pdspec.decode), plans, strict=True)
-    ]
+                 memos, capture_passes: bool, no_stats: np.ndarray | None = None) -> PDResult:
+    roles = (pdspec.prefill, pdspec.decode)
     n = len(traffic_d.prompt_len)
     log_capacity = 4 * n + 16 if capture else 1
+    pass_rows = 0
+    if capture_passes:
+        pass_rows = (aggregated.pass_rows_estimate(pdspec.prefill, traffic_p)
+                     + aggregated.pass_rows_estimate(pdspec.decode, traffic_d))
     t0 = time.perf_counter()
     while True:
-        code, where, req_p, req_d, pd, stats, log, ranks_p, ranks_d = _run(
-            pdspec, traffic_p, traffic_d, capture, timing, log_capacity, no_stats
+        timing = [_timing_arrays(s, plan, memo)
+                  for s, plan, memo in zip(roles, plans, memos, strict=True)]
+        code, where, req_p, req_d, pd, stats, log, ranks_p, ranks_d, plog = _run(
+            pdspec, traffic_p, traffic_d, capture, timing, log_capacity, no_stats, pass_rows
         )
-        if code != RunResult.LOG_FULL:
-            break
-        log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
-        timing = [
-            _timing_arrays(s, plan)
-            for s, plan in zip((pdspec.prefill, pdspec.decode), plans, strict=True)
-        ]
+        if code == RunResult.LOG_FULL:
+            log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
+            continue
+        if capture_passes and int(plog.count[0]) > pass_rows:
+            pass_rows = int(plog.count[0])  # the estimate was short: rerun with the exact size
+            continue
+        break
     sim_ms = (time.perf_counter() - t0) * 1000.0
     if code != RunResult.OK:
         raise RuntimeError(
@@ -277,6 +294,7 @@ def _simulate_pd(pdspec: PDSpec, traffic_p: Traffic, traffic_d: Traffic, capture
         timing[1][1] if pdspec.decode.timing == "op_level" else None,
         ranks_p,
         ranks_d,
+        plog if capture_passes else None,
     )
 
 

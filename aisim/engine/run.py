@@ -73,7 +73,7 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
     else:
         arrays, memo = st.placeholder_plan(), st.allocate_memo(1, 16)
     keys = st.prefix_keys(traffic.pfx_hash, traffic.pfx_src_tokens, spec.block_size, row_blocks)
-    pass_rows = _pass_rows_estimate(spec, traffic) if capture_passes else 1
+    pass_rows = pass_rows_estimate(spec, traffic) if capture_passes else 1
     inputs = traffic_inputs(traffic, spec.load == "concurrency")
     t0 = time.perf_counter()
     while True:
@@ -136,7 +136,7 @@ def reset_accumulators(memo: st.TimingMemo) -> None:
     memo.evals[:] = 0
 
 
-def _pass_rows_estimate(spec: EngineSpec, traffic: Traffic) -> int:
+def pass_rows_estimate(spec: EngineSpec, traffic: Traffic) -> int:
     """Rows a pass capture will probably need: every output token and prompt chunk spread over
     the batch the load allows (a short estimate costs one rerun, never a wrong table)."""
     n = len(traffic.prompt_len)

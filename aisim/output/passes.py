@@ -19,7 +19,7 @@ PASS_COLUMNS = [
     _f("end_ms", pa.float64(), "ms", "pass end: the worker's slowest rank", False),
     _f("rank", pa.int32(), "index", "scheduler rank = worker x attention_data + dp_rank", False),
     _f("worker", pa.int32(), "index", "worker (replica) within its role", False),
-    _f("role", pa.string(), "", "worker role: aggregated, prefill or decode", False),
+    _f("role", pa.string(), "code", "worker role: aggregated, prefill or decode", False),
     _f("num_prefill", pa.int32(), "requests", "requests computing prompt tokens", False),
     _f("num_decode", pa.int32(), "requests", "requests decoding one token", False),
     _f("tokens_scheduled", pa.int64(), "tokens", "tokens scheduled in the pass", False),
