@@ -143,7 +143,8 @@ def _binned(t: np.ndarray, values: dict[str, np.ndarray], bins: int):
                          / count[used]) for k, v in values.items()}
 
 
-def plot_timeline(passes, out_dir: Path, fmts, stem: str = "timeline") -> list[Path]:
+def plot_timeline(passes, out_dir: Path, fmts, stem: str = "timeline",
+                  title: str | None = None) -> list[Path]:
     plt = _pyplot()
     if passes.num_rows == 0:
         raise AisimError("plot: passes.parquet has no rows")
@@ -169,8 +170,9 @@ def plot_timeline(passes, out_dir: Path, fmts, stem: str = "timeline") -> list[P
     axes[2].legend(loc="upper right", fontsize=8)
     for ax in axes:
         ax.grid(alpha=0.3)
-    fig.suptitle("Scheduler timeline" + (" (time-binned means)" if len(t) >= 2 and
-                                          passes.num_rows > _TIMELINE_BINS else ""))
+    fig.suptitle("Scheduler timeline" + (f", {title} pool" if title else "")
+                 + (" (time-binned means)" if len(t) >= 2 and passes.num_rows > _TIMELINE_BINS
+                    else ""))
     fig.tight_layout()
     paths = _save(fig, out_dir, stem, fmts)
     plt.close(fig)
@@ -205,5 +207,22 @@ def plot_source(source: Path, kinds, out_dir: Path | None, fmts,
             if not passes.is_file():
                 raise AisimError(f"plot --kind timeline: no passes.parquet in {folder} "
                                  "(aisim predict --capture-passes)")
-            paths += plot_timeline(pq.read_table(passes), out_dir, fmts)
+            paths += timelines(pq.read_table(passes), out_dir, fmts)
+    return paths
+
+
+def timelines(passes, out_dir: Path, fmts) -> list[Path]:
+    """One timeline per pool role: a disaggregated run's prefill and decode pools schedule
+    different work, so their passes are drawn apart (timeline-prefill, timeline-decode)."""
+    import pyarrow.compute as pc
+
+    if "role" not in passes.column_names:
+        return plot_timeline(passes, out_dir, fmts)
+    roles = sorted(set(passes.column("role").to_pylist()))
+    if len(roles) <= 1:
+        return plot_timeline(passes, out_dir, fmts)
+    paths: list[Path] = []
+    for role in roles:
+        rows = passes.filter(pc.equal(passes.column("role"), role))
+        paths += plot_timeline(rows, out_dir, fmts, stem=f"timeline-{role}", title=role)
     return paths

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from aisim.cli import main
-from tests.analysis_configs import OP_LEVEL, PRESSURE
+from tests.analysis_configs import OP_LEVEL, PD_OP_LEVEL, PRESSURE
 
 matplotlib = pytest.importorskip(
     "matplotlib", reason="matplotlib is the aisim-serving[plot] extra (CI installs it with [test])")
@@ -62,6 +62,21 @@ def test_timeline_figure(tmp_path: Path) -> None:
                                     "-o", str(tmp_path / "img")])
     assert res.exit_code == 0, res.output
     _assert_png_drawn(tmp_path / "img" / "timeline.png")
+
+
+def test_disaggregated_timeline_per_pool(tmp_path: Path) -> None:
+    cfg = tmp_path / "pd.yaml"
+    cfg.write_text(PD_OP_LEVEL)
+    out = tmp_path / "run"
+    res = CliRunner().invoke(main, ["predict", "-c", str(cfg), "-o", str(out),
+                                    "--capture-passes"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["plot", str(out), "--format", "png"])
+    assert res.exit_code == 0, res.output
+    assert sorted(Path(p).name for p in res.output.split()) == [
+        "timeline-decode.png", "timeline-prefill.png"]
+    for role in ("prefill", "decode"):
+        _assert_png_drawn(out / f"timeline-{role}.png")
 
 
 def test_pareto_front() -> None:
