@@ -332,8 +332,12 @@ def optable_inspect(hardware: str, backend: str | None, version: str | None,
 @click.option("--detail", "detail", multiple=True, type=click.Choice(["memory"]),
               help="Also show the KV-capacity memory model's terms (weights, activations, "
                    "buffers, KV budget, blocks).")
+@click.option("--role", "role", type=click.Choice(["aggregated", "prefill", "decode"]),
+              default=None, help="The worker role whose deployment prices the passes "
+                                 "(required for a disaggregated config).")
 def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, ...],
-             decode: tuple[str, ...], fmt: str, detail: tuple[str, ...]) -> None:
+             decode: tuple[str, ...], fmt: str, detail: tuple[str, ...],
+             role: str | None) -> None:
     """Price single passes of the config's deployment, op by op (op-level timing).
 
     With both --prefill and --decode, also prints the mixed pass: the additive total and the
@@ -342,7 +346,7 @@ def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, .
     from aisim.estimate import estimate as run_estimate
     from aisim.estimate import render_json, render_table
 
-    result = run_estimate(config_path, overrides, prefill, decode, detail)
+    result = run_estimate(config_path, overrides, prefill, decode, detail, role)
     click.echo(render_json(result) if fmt == "json" else render_table(result))
 
 

@@ -96,8 +96,10 @@ def _pairs(prefills: list, decodes: list) -> list[tuple]:
 
 
 def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, ...],
-             decode: tuple[str, ...], detail: tuple[str, ...] = ()) -> dict:
-    """Price every requested pass; the result is what `--format json` prints."""
+             decode: tuple[str, ...], detail: tuple[str, ...] = (),
+             role: str | None = None) -> dict:
+    """Price every requested pass on one worker role's deployment (`role`: needed for a
+    disaggregated config, whose pools differ); the result is what `--format json` prints."""
     prefills = [parse_prefill(s) for s in prefill]
     decodes = [parse_decode(s) for s in decode]
     want_memory = "memory" in detail
@@ -107,10 +109,10 @@ def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, .
     mixed = _pairs(prefills, decodes)
 
     from aisim.config import load_config
-    from aisim.engine.spec import memory_breakdown, resolve
+    from aisim.engine.spec import memory_breakdown
 
     cfg = load_config(config_path, overrides)
-    spec = resolve(cfg)
+    spec = _role_spec(cfg, role)
     where = f"{cfg.source_path}: engine.workers.{spec.role}"
     memory = None
     if want_memory:
@@ -159,6 +161,7 @@ def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, .
     return {
         "config": str(config_path),
         "model": spec.model.model_id,
+        "role": spec.role,
         "hardware": spec.hardware,
         "backend": spec.backend,
         "backend_version": data_version(spec.backend, spec.backend_version),
@@ -169,6 +172,27 @@ def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, .
         "mixed": mixed_out,
         **({"memory": memory.as_dict(), "memory_lines": memory.lines()} if memory else {}),
     }
+
+
+def _role_spec(cfg, role: str | None):
+    """The EngineSpec of the worker role whose passes are priced."""
+    from aisim.engine.spec import resolve
+
+    roles = sorted(cfg.engine.workers)
+    if role is None:
+        if cfg.engine.mode == "aggregated":
+            return resolve(cfg)
+        raise ConfigError(f"--role: {cfg.source_path} is {cfg.engine.mode} (its pools differ); "
+                          f"name the pool to price: --role {' or --role '.join(roles)}")
+    if role not in cfg.engine.workers:
+        raise ConfigError(f"--role: {cfg.source_path} has no {role!r} worker; its roles: "
+                          f"{', '.join(roles)}")
+    if cfg.engine.mode == "aggregated":
+        return resolve(cfg)
+    from aisim.engine.pd import resolve_pd
+
+    pdspec = resolve_pd(cfg)
+    return pdspec.prefill if role == "prefill" else pdspec.decode
 
 
 def _ops(ops: list[tuple[str, float]], total: float) -> list[dict]:
@@ -185,9 +209,10 @@ def render_table(result: dict) -> str:
               *(f"  {line}" for line in result.get("memory_lines", ()))]
     if not result["passes"]:
         return "\n".join(memory)
+    pool = "" if result["role"] == "aggregated" else f", {result['role']} workers"
     lines = [f"{result['model']} on {result['hardware']}, {result['backend']} "
              f"{result['backend_version']}, TP {result['tensor_parallel']} "
-             f"PP {result['pipeline_parallel']}, {result['database_mode']} "
+             f"PP {result['pipeline_parallel']}, {result['database_mode']}{pool} "
              "(ms per pass per GPU)"]
     for ps in result["passes"]:
         if ps["kind"] == "prefill":

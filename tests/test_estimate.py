@@ -157,3 +157,28 @@ def test_detail_memory_shows_the_capacity_terms(tmp_path: Path) -> None:
     out = json.loads(res.stdout)
     assert out["memory"]["estimated_num_gpu_blocks"] == 36412
     assert out["passes"][0]["kind"] == "decode"
+
+
+def test_disaggregated_config_prices_the_named_pool(tmp_path: Path) -> None:
+    """A P/D config's pools can differ, so --role names the one whose deployment prices."""
+    from tests.analysis_configs import PD_OP_LEVEL
+
+    text = PD_OP_LEVEL.replace("parallelism: {replicas: 2, tensor: 4}",
+                               "parallelism: {replicas: 2, tensor: 2}")
+    res = _run(tmp_path, "--decode", "1x1025", text=text)
+    assert res.exit_code == 2 and res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--role prefill" in lines[0] and "--role decode" in lines[0]
+    res = _run(tmp_path, "--decode", "1x1025", "--role", "aggregated", text=text)
+    assert res.exit_code == 2 and "no 'aggregated' worker" in res.stderr
+    out = {}
+    for role in ("prefill", "decode"):
+        res = _run(tmp_path, "--decode", "1x1025", "--role", role, "--format", "json",
+                   text=text)
+        assert res.exit_code == 0, res.output
+        out[role] = json.loads(res.stdout)
+        assert out[role]["role"] == role
+    assert (out["prefill"]["tensor_parallel"], out["decode"]["tensor_parallel"]) == (4, 2)
+    # TP4 is the aggregated anchor's deployment: the prefill pool prices the same decode pass
+    assert abs(out["prefill"]["passes"][0]["total_ms"] - DECODE_1x1025) < 1e-9
+    assert out["decode"]["passes"][0]["total_ms"] > DECODE_1x1025
