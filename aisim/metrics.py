@@ -253,7 +253,7 @@ def _billed_clock_ms(req, rank_states, other_events_ms: float = 0.0) -> float:
     until the last completion (a rejection after it, or a cut-off, extends the bill)."""
     arrived = req.status != ReqStatus.NOT_ARRIVED
     last_arrival = float(req.arrival_ms[arrived].max()) if arrived.any() else 0.0
-    rejected = req.status == ReqStatus.REJECTED
+    rejected = req.status >= ReqStatus.REJECTED  # rejected or failed
     last_rejection = float(req.terminal_ms[rejected].max()) if rejected.any() else 0.0
     last_end = max(float(ranks.last_end_ms.max()) for ranks in rank_states)
     return max(last_end, last_arrival, last_rejection, other_events_ms)

@@ -11,6 +11,7 @@ class ReqStatus(IntEnum):
     RUNNING = 2
     FINISHED = 3  # completed: reached its output length or max_model_len
     REJECTED = 4  # prompt too long for max_model_len or the KV pool
+    FAILED = 5  # P/D: the decode pool could never hold the transferred prompt
 
 
 class Backend(IntEnum):

@@ -176,7 +176,16 @@ def _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms):
 @helper
 def _apply_release(pd, p, req, ranks, blocks, q, t_ms):
     sched.free_request_kv(p, req, ranks, blocks, req.rank[q], q)
-    pd.released_ms[q] = t_ms
+    if req.status[q] != ReqStatus.FAILED:  # a failed handoff reports no release
+        pd.released_ms[q] = t_ms
+
+
+@helper
+def _never_fits(p, req, q):
+    """Whether decode pool p could never hold request q's handoff, even empty (observed:
+    vLLM needs the prompt's blocks, TRT-LLM the prompt's and the first token's)."""
+    tokens = req.prompt_len[q] + (1 if p.backend == Backend.TRTLLM else 0)
+    return sched.ceil_div(tokens, p.block_size) > p.num_blocks
 
 
 @kernel
@@ -286,6 +295,7 @@ def _start_pass_or_idle(
 def _execute_actions(
     pd,
     tp,
+    stats,
     pp,
     req_p,
     ranks_p,
@@ -319,6 +329,14 @@ def _execute_actions(
             r = pd.scalars[PD_RR_DECODE] % n_decode_ranks
             pd.scalars[PD_RR_DECODE] += 1
             req_d.rank[q] = r
+            if _never_fits(dp, req_d, q):
+                # the request fails when its handoff is asked for; its source KV is freed and,
+                # closed loop, a replacement arrives at once (AISimulate: terminal "failed")
+                req_p.status[q] = ReqStatus.FAILED
+                req_p.terminal_ms[q] = t_ms
+                sched.spawn_next(pp, req_d, stats, t_ms)
+                _enqueue(pd, PDAction.RELEASE, q)
+                continue
             _fifo_push(pd.dlink, pd.pend_head, pd.pend_tail, r, q)
             ranks_d.dest_pending[r] += 1
             if not workers_d.busy[r // dp.dp_size]:
@@ -474,6 +492,7 @@ def run_disaggregated(
                 _execute_actions(
                     pd,
                     tp,
+                    stats,
                     pp,
                     req_p,
                     ranks_p,

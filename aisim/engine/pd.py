@@ -263,14 +263,14 @@ def _simulate_pd(pdspec: PDSpec, traffic_p: Traffic, traffic_d: Traffic, capture
         )
     spawned = np.count_nonzero(req_p.status != ReqStatus.NOT_ARRIVED)
     done = np.count_nonzero(
-        (req_d.status == ReqStatus.FINISHED) | (req_p.status == ReqStatus.REJECTED)
+        (req_d.status == ReqStatus.FINISHED) | (req_p.status >= ReqStatus.REJECTED)
     )
     if pdspec.decode.max_time_ms == float("inf") and (spawned < n or done < spawned):
         stuck = (
             "prefill"
             if np.any(
                 np.isnan(pd.held_ms)
-                & (req_p.status != ReqStatus.REJECTED)
+                & (req_p.status < ReqStatus.REJECTED)
                 & (req_p.status != ReqStatus.NOT_ARRIVED)
             )
             else "decode"
@@ -301,8 +301,8 @@ def _simulate_pd(pdspec: PDSpec, traffic_p: Traffic, traffic_d: Traffic, capture
 def merged_requests(result: PDResult) -> st.RequestState:
     """One request view for the summary: decode-side tokens, prefill-side admission facts.
 
-    Status: completed when the decode side finished it; rejected when the prefill side did;
-    in flight otherwise.
+    Status: completed when the decode side finished it; rejected (or failed: its handoff could
+    never fit the decode pool) when the prefill side says so; in flight otherwise.
     """
     rp, rd = result.req_p, result.req_d
     status = np.where(
@@ -310,7 +310,7 @@ def merged_requests(result: PDResult) -> st.RequestState:
         ReqStatus.FINISHED,
         np.where(rp.status == ReqStatus.FINISHED, ReqStatus.RUNNING, rp.status),
     ).astype(rd.status.dtype)
-    terminal = np.where(rp.status == ReqStatus.REJECTED, rp.terminal_ms, rd.terminal_ms)
+    terminal = np.where(rp.status >= ReqStatus.REJECTED, rp.terminal_ms, rd.terminal_ms)
     return rd._replace(
         status=status,
         terminal_ms=terminal,

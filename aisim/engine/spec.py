@@ -324,6 +324,8 @@ def _check_can_finish(cfg, spec: EngineSpec) -> None:
         o = min(o, spec.max_model_len - p)
     if spec.max_model_len is not None and p >= spec.max_model_len:
         return  # every request is rejected; reported as "no request completed"
+    if spec.role == "decode" and -(-(p + (spec.backend == "trtllm")) // bs) > spec.num_blocks:
+        return  # the decode pool can never take the handoff: every request fails (simulated)
     if spec.backend == "vllm":
         prompt_blocks = -(-p // bs)
         if prompt_blocks > spec.num_blocks and spec.role != "decode":

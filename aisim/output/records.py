@@ -15,7 +15,8 @@ import numpy as np
 
 from aisim.kernels.codes import CNT_LOG, ReqStatus
 
-_STATUS_NAMES = {int(ReqStatus.FINISHED): "completed", int(ReqStatus.REJECTED): "rejected"}
+_STATUS_NAMES = {int(ReqStatus.FINISHED): "completed", int(ReqStatus.REJECTED): "rejected",
+                 int(ReqStatus.FAILED): "failed"}
 BATCH = 4096  # records made at once: ~60 MB of dicts
 
 
@@ -166,13 +167,13 @@ class RequestRecords:
         spec = result.spec
         rows = self._common(idx)
         for row, hist, r_p, r_d, p_admit, d_admit, d_reused, p_reused, activated, reserved, \
-                held, released in zip(
+                held, released, status_p in zip(
                     rows, self.admissions.batch(idx), rp.rank[idx].tolist(),
                     rd.rank[idx].tolist(), rp.first_admit_ms[idx].tolist(),
                     rd.first_admit_ms[idx].tolist(), rd.reused_max[idx].tolist(),
                     rp.reused_max[idx].tolist(), pd.activated_ms[idx].tolist(),
                     pd.reserved_ms[idx].tolist(), pd.held_ms[idx].tolist(),
-                    pd.released_ms[idx].tolist(), strict=True):
+                    pd.released_ms[idx].tolist(), rp.status[idx].tolist(), strict=True):
             per_pool = {1: 0, 2: 0}
             admissions = []
             for k, (at, reused, readmit, pool) in enumerate(hist):
@@ -186,13 +187,15 @@ class RequestRecords:
                 routes.append(_route("prefill", r_p, spec.prefill.dp_size))
             if r_d >= 0:
                 routes.append(_route("decode", r_d, spec.decode.dp_size))
-            decoded = r_d >= 0
+            # a failed handoff was routed to a decode rank that never took it
+            routed = r_d >= 0
+            decoded = routed and status_p != ReqStatus.FAILED
             row.update({
                 "admission_history": admissions,
                 "decode_admit_ms": _opt(d_admit),
                 # the hit of decode-side readmissions (activation itself reports none)
                 "decode_reused_input_tokens": d_reused if decoded else None,
-                "decode_route_overlap_tokens": 0 if decoded else None,
+                "decode_route_overlap_tokens": 0 if routed else None,
                 "decode_worker_idx": r_d if decoded else None,
                 "destination_activated_ms": _opt(activated),
                 "destination_reserved_ms": _opt(reserved),
