@@ -84,7 +84,7 @@ def override_list(overrides) -> tuple[str, ...]:
     if overrides is None:
         return ()
     if isinstance(overrides, dict):
-        from aisim.sweep.grid import yaml_text
+        from aisim.sweeps.grid import yaml_text
 
         return tuple(f"{k}={yaml_text(v)}" for k, v in overrides.items())
     if isinstance(overrides, str):
@@ -106,7 +106,7 @@ def _load(config, overrides: tuple[str, ...]):
     from aisim.config import apply_overrides, load_config, parse_config
     from aisim.config.load import parse_yaml
     from aisim.errors import ConfigError
-    from aisim.predict import config_sha256
+    from aisim.prediction import config_sha256
 
     if isinstance(config, Path) or (isinstance(config, str) and "\n" not in config
                                     and config.strip().endswith((".yaml", ".yml"))):
@@ -131,7 +131,7 @@ def predict(config, *, overrides=(), capture_requests: bool = False,
             capture_passes: bool = False) -> Result:
     """Simulate one deployment (what `aisim predict` does) and return its results."""
     from aisim.output.write import prediction_sha256
-    from aisim.predict import predict_config, provenance
+    from aisim.prediction import predict_config, provenance
 
     overrides = override_list(overrides)
     cfg, digest = _load(config, overrides)
@@ -150,9 +150,9 @@ def sweep(config, grid=None, *, sweep_file=None, out_dir=None, jobs: int = 1,
     out_dir: where sweep.parquet, points/ and requests/ go (re-running skips finished points).
     """
     from aisim.errors import ConfigError
-    from aisim.sweep.grid import expand, load_sweep_yaml
-    from aisim.sweep.progress import Progress
-    from aisim.sweep.run import run_sweep
+    from aisim.sweeps.grid import expand, load_sweep_yaml
+    from aisim.sweeps.progress import Progress
+    from aisim.sweeps.run import run_sweep
 
     dims = []
     if sweep_file is not None:

@@ -100,7 +100,7 @@ def predict(config_path: str, overrides: tuple[str, ...], output_dir: str | None
     from aisim.config import load_config
     from aisim.errors import ConfigError, NoRequestsCompleted
     from aisim.output.write import ResultFolder, prediction_sha256, write_outputs
-    from aisim.predict import config_sha256, predict_config, provenance, summary_json
+    from aisim.prediction import config_sha256, predict_config, provenance, summary_json
 
     if output_dir is None:
         for flag, given, what in (
@@ -157,9 +157,9 @@ def sweep(config_path: str, overrides: tuple[str, ...], grids: tuple[str, ...],
           ray_address: str | None, capture_per_request: bool) -> None:
     """Run a grid of config overrides; one sweep.parquet row per point."""
     from aisim.errors import ConfigError
-    from aisim.sweep.grid import expand, load_sweep_yaml, parse_grid
-    from aisim.sweep.progress import Progress
-    from aisim.sweep.run import default_jobs, run_sweep
+    from aisim.sweeps.grid import expand, load_sweep_yaml, parse_grid
+    from aisim.sweeps.progress import Progress
+    from aisim.sweeps.run import default_jobs, run_sweep
 
     dims = list(load_sweep_yaml(sweep_file)) if sweep_file else []
     for g in grids:

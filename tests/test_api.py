@@ -47,3 +47,30 @@ def test_sweep_returns_the_table(tmp_path: Path) -> None:
     assert (tmp_path / "sw" / "base.yaml").exists()
     lone = aisim.predict(tmp_path / "sw" / "base.yaml", overrides=["traffic.load.concurrency=3"])
     assert table.column("prediction_sha256")[1].as_py() == lone.prediction_sha256
+
+
+def test_api_names_survive_importing_the_modules() -> None:
+    """aisim.predict / aisim.sweep are the notebook functions even after the CLI's modules
+    (aisim.prediction, aisim.sweeps) are imported: no module shadows them."""
+    import types
+
+    import aisim.prediction
+    import aisim.sweeps.run
+
+    assert isinstance(aisim.predict, types.FunctionType)
+    assert isinstance(aisim.sweep, types.FunctionType)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_prediction_leaves_the_garbage_collector_as_it_found_it(enabled: bool) -> None:
+    import gc
+
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        frozen = gc.get_freeze_count()
+        aisim.predict(OP_LEVEL)
+        assert gc.isenabled() is enabled
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.enable() if was else gc.disable()

@@ -15,7 +15,7 @@ import yaml
 from aisim.config import load_config, unsupported_features
 from aisim.config.estimator import ESTIMATOR_CONFIG_DEFAULTS
 from aisim.errors import ConfigError
-from aisim.predict import run_prediction
+from aisim.prediction import run_prediction
 from tests.parity_rule import mismatches
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aisim.predict import run_prediction
+from aisim.prediction import run_prediction
 from tests.parity_rule import _close, mismatches, records_mismatches
 
 GOLDEN = Path(__file__).parent / "golden"

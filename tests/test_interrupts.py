@@ -177,7 +177,7 @@ def test_ctrl_c_in_a_one_job_sweep_records_no_point(tmp_path: Path, spawn) -> No
 # the child's sweep workers touch <folder>/point-<pid> as each starts a point
 MARK_POINTS = """
     import os, sys
-    import aisim.sweep.run as run
+    import aisim.sweeps.run as run
     real = run.run_point
     def marked(task):
         open(os.path.join({folder!r}, f"point-{{os.getpid()}}"), "w").close()

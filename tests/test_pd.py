@@ -11,7 +11,7 @@ import pytest
 from aisim.config import load_config
 from aisim.engine.pd import resolve_pd
 from aisim.errors import CapacityError, ConfigError, NotAvailableError
-from aisim.predict import run_prediction
+from aisim.prediction import run_prediction
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -15,7 +15,7 @@ import pytest
 from aisim.config import load_config, unsupported_features
 from aisim.errors import NotAvailableError
 from aisim.models import checkpoint_quantization, dtype_bytes, load_model
-from aisim.predict import run_prediction
+from aisim.prediction import run_prediction
 from tests.parity_rule import mismatches
 
 GOLDEN = Path(__file__).parent / "golden"

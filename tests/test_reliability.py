@@ -145,12 +145,12 @@ def test_staging_of_a_killed_run_is_removed_by_the_next(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", ["parent is a file", "dangling symlink", "proc", "proc child"])
 def test_unwritable_output_folder_is_refused_before_simulating(tmp_path: Path, monkeypatch,
                                                                kind: str) -> None:
-    import aisim.predict
+    import aisim.prediction
 
     def never(*args, **kwargs):
         raise AssertionError("simulated before checking the output folder")
 
-    monkeypatch.setattr(aisim.predict, "predict_config", never)
+    monkeypatch.setattr(aisim.prediction, "predict_config", never)
     (tmp_path / "afile").write_text("x")
     (tmp_path / "link").symlink_to(tmp_path / "nowhere" / "deeper")
     target = {"parent is a file": tmp_path / "afile" / "out", "dangling symlink":
@@ -399,7 +399,7 @@ def test_install_hints_name_the_distribution_the_readme_names() -> None:
     name = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
     assert name != "aisim"  # PyPI's "aisim" is an unrelated placeholder
     readme = (ROOT / "README.md").read_text()
-    for source in ("aisim/plot.py", "aisim/sweep/ray_exec.py"):
+    for source in ("aisim/plot.py", "aisim/sweeps/ray_exec.py"):
         # every registry install names the distribution ('-e .[x]' is the checkout form)
         named = re.findall(r"pip install '([^'.][^'\[]*)\[", (ROOT / source).read_text())
         assert named and set(named) == {name}, (source, named)

@@ -73,7 +73,7 @@ def test_grid_rows_equal_lone_runs_and_failures_are_recorded(tmp_path: Path) -> 
 
 
 def test_rerun_skips_finished_points(tmp_path: Path, monkeypatch) -> None:
-    import aisim.sweep.run as run
+    import aisim.sweeps.run as run
 
     cfg = _base(tmp_path)
     out = tmp_path / "sw"
@@ -138,7 +138,7 @@ def test_shared_memo_gives_the_same_rows(tmp_path: Path) -> None:
     """Points run one after the other in one process share the pass-time memo (the later
     points start from the prices the earlier ones cached); every row stays exact."""
     import aisim
-    from aisim.sweep import point
+    from aisim.sweeps import point
 
     cfg = _base(tmp_path)
     point._MEMOS.clear()
@@ -153,7 +153,7 @@ def test_disaggregated_points_share_memos_per_role(tmp_path: Path) -> None:
     """A P/D sweep shares pass-time memos too, one per plan and pool role (each pool sums its
     own phases for the energy report); every row equals its lone run."""
     import aisim
-    from aisim.sweep import point
+    from aisim.sweeps import point
     from tests.analysis_configs import PD_OP_LEVEL
 
     cfg = tmp_path / "pd.yaml"
@@ -167,7 +167,7 @@ def test_disaggregated_points_share_memos_per_role(tmp_path: Path) -> None:
 
 def test_a_path_swept_twice_is_refused() -> None:
     from aisim.errors import ConfigError
-    from aisim.sweep.grid import expand
+    from aisim.sweeps.grid import expand
 
     with pytest.raises(ConfigError, match="swept twice"):
         expand([((CONC, [1]),), ((CONC, [2]),)])
@@ -195,7 +195,7 @@ def test_ray_executor_rows_are_byte_identical(tmp_path: Path) -> None:
 def test_progress_bar_only_on_a_terminal() -> None:
     import io
 
-    from aisim.sweep.progress import Progress
+    from aisim.sweeps.progress import Progress
 
     quiet = io.StringIO()
     p = Progress(4, stream=quiet)  # StringIO is not a terminal

@@ -163,7 +163,7 @@ def test_cli_bad_row_exits_2_without_outputs(tmp_path: Path) -> None:
 
 
 def test_relative_trace_path_is_read_from_the_config_folder(tmp_path: Path) -> None:
-    from aisim.predict import run_prediction
+    from aisim.prediction import run_prediction
 
     (tmp_path / "sub").mkdir()
     _write(tmp_path / "sub", [_row([1, 2], out=3), _row([1, 2], out=3)], name="t.jsonl")
@@ -191,7 +191,7 @@ def test_speedup_divides_rebased_timestamps(tmp_path: Path) -> None:
 
 
 def test_cutoff_leaves_unfinished_requests_out(tmp_path: Path) -> None:
-    from aisim.predict import run_prediction
+    from aisim.prediction import run_prediction
 
     _write(tmp_path, [_row([1], out=3), _row([2], out=200), _row([3], out=3, timestamp=500)])
     pred = run_prediction(

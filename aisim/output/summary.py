@@ -3,7 +3,7 @@
 Numbers keep their JSON type (int64 counts, float64 figures, bit for bit); nested fields
 (provenance, power diagnostics) are JSON text with sorted keys; host wall-clock fields
 (wall_time_ms and the rates derived from it) are left out, so one run gives one file.
-The same column rules serve the sweep table (aisim.sweep.table), one row per point.
+The same column rules serve the sweep table (aisim.sweeps.table), one row per point.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ def _swept_type(values: list) -> pa.DataType:
 
 def _swept_value(v, typ: pa.DataType):
     if typ == pa.string() and not isinstance(v, str):
-        from aisim.sweep.grid import yaml_text
+        from aisim.sweeps.grid import yaml_text
 
         return yaml_text(v)
     if typ == pa.float64():
@@ -29,7 +29,7 @@ def _swept_value(v, typ: pa.DataType):
 
 
 def sweep_table(points, records: list[dict], base_sha256: str, meta: dict) -> pa.Table:
-    """Points (aisim.sweep.grid.Point) and their records, in point order -> the sweep table."""
+    """Points (aisim.sweeps.grid.Point) and their records, in point order -> the sweep table."""
     keys = [k for k, _ in points[0].values] if points else []
     fields = [
         _f("point_index", pa.int64(), "index", "position in the sweep's point order", False),

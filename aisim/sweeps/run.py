@@ -1,7 +1,7 @@
 """Run a sweep: points -> executor (in-process, local processes or Ray) -> sweep.parquet.
 
 Output folder:
-    sweep.parquet                       one row per point (aisim.sweep.table)
+    sweep.parquet                       one row per point (aisim.sweeps.table)
     points/<point_id>.json              each finished point (status, prediction); the resume
                                         marker: a rerun into the folder skips these points
     requests/point_id=<id>/part-0.parquet   --capture-per-request: hive-partitioned dataset
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aisim.errors import AisimError, Interrupted, RunFailed, interrupt_signal, note
-from aisim.sweep.grid import Point
-from aisim.sweep.point import point_file, run_point, save_point
+from aisim.sweeps.grid import Point
+from aisim.sweeps.point import point_file, run_point, save_point
 
 
 def _cost_hints(base: str, tasks: list[dict]) -> list[float]:
@@ -54,8 +54,8 @@ def run_sweep(base: str, points: list[Point], out_dir: Path | None = None, *,
               ray_address: str | None = None, capture_requests: bool = False,
               progress=None):
     """Run every point not already finished in out_dir; returns the sweep table (pyarrow)."""
-    from aisim.predict import config_sha256
-    from aisim.sweep.table import sweep_table
+    from aisim.prediction import config_sha256
+    from aisim.sweeps.table import sweep_table
 
     if not Path(base).is_file():
         raise AisimError(f"{base}: config file not found")
@@ -100,7 +100,7 @@ def run_sweep(base: str, points: list[Point], out_dir: Path | None = None, *,
         raise AisimError(f"--executor {executor!r}: expected local or ray")
     try:
         if executor == "ray":
-            from aisim.sweep.ray_exec import run_on_ray
+            from aisim.sweeps.ray_exec import run_on_ray
 
             run_on_ray(tasks, ray_address, collect)
         else:

@@ -1,7 +1,7 @@
 """`--executor ray`: the same point function on a Ray cluster (optional extra `aisim-serving[ray]`).
 
 Each Ray worker process keeps its own pass-time memos between the points it runs (module state
-of aisim.sweep.point), exactly like a local worker process; the driver writes every file, so
+of aisim.sweeps.point), exactly like a local worker process; the driver writes every file, so
 workers need no shared disk. Rows are byte-identical to the local executor's: same function,
 same inputs, deterministic simulation.
 """
@@ -41,7 +41,7 @@ def run_on_ray(tasks: list[dict], address: str | None, collect: Callable) -> Non
             raise AisimError(f"--ray-address {address}: cannot connect to Ray: "
                              f"{' '.join(str(exc).split())}") from None
     try:
-        from aisim.sweep.point import run_point
+        from aisim.sweeps.point import run_point
 
         remote = ray.remote(num_cpus=1)(run_point)
         pending = [remote.remote(t) for t in tasks]

@@ -5,9 +5,8 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import sys
 import time
-import types
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +58,30 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
                    memos=None) -> Prediction:
     """Validated config -> Prediction. `memos` (a dict, optional) keeps one pass-time memo per
     op plan across calls in this process: a sweep's points that share a plan share prices."""
+    with _collector_paused():
+        if cfg.engine.mode == "disaggregated":
+            return _run_pd_prediction(cfg, digest, capture, capture_passes, memos)
+        return _run_prediction(cfg, digest, capture, capture_passes, memos)
+
+
+@contextmanager
+def _collector_paused():
+    """No cyclic garbage collection while a prediction runs: a full collection walks the ~1 M
+    objects numba and the loaded kernels leave on the heap (~50 ms), and one that happened to
+    trigger mid-run showed up as a 50 ms swing in wall_time_ms between equal runs. The caller's
+    collector setting is restored afterwards (no process-wide side effect)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _run_prediction(cfg, digest: str, capture: bool, capture_passes: bool,
+                    memos) -> Prediction:
+    """predict_config for an aggregated deployment."""
     from aisim.engine.run import load_engine, simulate_until_cutoff
     from aisim.engine.spec import resolve
     from aisim.metrics import power_fields, summarize
@@ -66,8 +89,6 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
     from aisim.state import without_run_fields
     from aisim.traffic import synthetic
 
-    if cfg.engine.mode == "disaggregated":
-        return _run_pd_prediction(cfg, digest, capture, capture_passes, memos)
     spec = resolve(cfg)
     load_engine(spec)  # like importing AISimulate's compiled engine: outside wall_time_ms
     if spec.timing == "op_level":
@@ -76,7 +97,6 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
         from aisim.timing.provider import provenance as op_level_provenance
     if spec.trace_path is not None:
         from aisim.traffic_trace import trace_traffic
-    _freeze_loaded_objects()
     t0 = time.perf_counter()  # AISimulate's wall_time_ms spans validated config -> metrics
     plan = None
     memo = None
@@ -165,13 +185,6 @@ def _sla(cfg):
     return cfg.evaluation.sla if cfg.evaluation is not None else None
 
 
-def _freeze_loaded_objects() -> None:
-    """Keep the ~1 M objects numba and the loaded kernels leave on the heap out of Python's
-    cyclic garbage collector: a full collection walks them all (~50 ms), and one that happened
-    to trigger mid-run showed up as a 50 ms swing in wall_time_ms between otherwise equal runs."""
-    gc.freeze()
-
-
 def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool,
                        memos) -> Prediction:
     """run_prediction for engine.mode disaggregated (behaviour.md 10)."""
@@ -185,7 +198,6 @@ def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool,
     from aisim.timing.provider import plan_for
     from aisim.timing.provider import provenance as op_level_provenance
 
-    _freeze_loaded_objects()
     t0 = time.perf_counter()
     roles = (("prefill", pdspec.prefill), ("decode", pdspec.decode))
     plans = []
@@ -277,17 +289,3 @@ def summary_json(pred: Prediction, digest: str) -> str:
     out = {k: v for k, v in pred.prediction.items() if k != "per_request"}
     out["prediction_sha256"] = digest
     return json.dumps(out, sort_keys=True, separators=(",", ":"))
-
-
-class _CallableModule(types.ModuleType):
-    """`aisim.predict(config)` is the notebook API (aisim.api.predict); importing this module
-    (as the CLI does) replaces the package attribute of that name with the module, so the
-    module itself must answer the call."""
-
-    def __call__(self, config, **kwargs):
-        from aisim.api import predict
-
-        return predict(config, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -2,7 +2,7 @@
 
 Runs inside whichever process executes the point (the sweep's own process, a local worker
 process or a Ray worker); the module-level memo dict lives as long as that process, so points
-that share an op plan share their pass prices (aisim.predict.predict_config).
+that share an op plan share their pass prices (aisim.prediction.predict_config).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def run_point(task: dict) -> tuple[dict, bytes | None]:
     """
     from aisim.config import load_config
     from aisim.output.write import prediction_sha256
-    from aisim.predict import config_sha256, predict_config, provenance
+    from aisim.prediction import config_sha256, predict_config, provenance
 
     overrides = tuple(task["base_overrides"]) + tuple(task["overrides"])
     requests = None
