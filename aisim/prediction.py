@@ -58,10 +58,18 @@ def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool
                    memos=None) -> Prediction:
     """Validated config -> Prediction. `memos` (a dict, optional) keeps one pass-time memo per
     op plan across calls in this process: a sweep's points that share a plan share prices."""
+    from aisim.output.contract import contract_problems
+
     with _collector_paused():
         if cfg.engine.mode == "disaggregated":
-            return _run_pd_prediction(cfg, digest, capture, capture_passes, memos)
-        return _run_prediction(cfg, digest, capture, capture_passes, memos)
+            pred = _run_pd_prediction(cfg, digest, capture, capture_passes, memos)
+        else:
+            pred = _run_prediction(cfg, digest, capture, capture_passes, memos)
+    problems = contract_problems(pred.prediction)
+    if problems:
+        # a field the output contract does not declare would be a new, undocumented output
+        raise AssertionError(f"prediction.json breaks the output contract: {problems[0]}")
+    return pred
 
 
 @contextmanager

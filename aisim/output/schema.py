@@ -14,7 +14,8 @@ def _f(name: str, typ: pa.DataType, unit: str, doc: str, nullable: bool = True) 
 REQUEST_COLUMNS = [
     _f("request_index", pa.int64(), "index", "creation order (session_<index>)", False),
     _f("session_id", pa.string(), "id", "AISimulate session id", False),
-    _f("terminal_status", pa.string(), "code", "completed | rejected | failed (P/D: the decode pool could never hold the handoff)", False),
+    _f("terminal_status", pa.string(), "code",
+       "completed | rejected | failed (P/D: the decode pool could never hold the handoff)", False),
     _f("scheduler_id", pa.int32(), "index", "worker x attention_data + dp_rank", False),
     _f("worker_idx", pa.int32(), "index", "worker (replica) index", False),
     _f("dp_rank", pa.int32(), "index", "attention-DP rank within the worker", False),

@@ -12,57 +12,23 @@ import json
 
 import pyarrow as pa
 
+from aisim.output.contract import ALWAYS, FIELDS, FLOAT, HOST_FIELDS, INT, JSON, STR
 from aisim.output.schema import _f, table_metadata
-from aisim.output.write import HOST_FIELDS
 
-# integer-valued prediction fields (counts); everything else numeric is float64
-INT_FIELDS = frozenset({
-    "committed_prefill_tokens", "completed_requests", "decode_gpus_per_worker",
-    "goodput_completed_requests",
-    "num_e2e_latency_samples", "num_requests", "num_tpot_samples", "num_ttft_samples",
-    "prefill_gpus_per_worker", "processed_tokens", "total_input_tokens", "total_output_tokens",
-})
-JSON_FIELDS = frozenset({"prediction_provenance", "power_diagnostics"})
-STRING_FIELDS = frozenset({"kv_eviction_policy"})
-_SUFFIX_UNITS = (
-    ("_per_user", "tokens/s/user"), ("_tok_s", "tokens/s"), ("_rps", "requests/s"),
-    ("_ms", "ms"), ("_seconds", "s"), ("_tokens", "tokens"), ("_ratio", "fraction"),
-    ("_samples", "count"), ("_requests", "requests"), ("_per_worker", "GPUs"),
-)
-# fields AISimulate writes as null in some runs (no energy evidence, no prefix data)
-NULLABLE_FIELDS = frozenset({"power_w", "power_coverage", "prefix_cache_reused_ratio",
-                             "first_admission_prefix_cache_reused_ratio"})
-_UNITS = {"gpu_hours": "GPU-hours", "power_w": "W", "power_coverage": "fraction"}
+_ARROW_TYPES = {INT: pa.int64(), FLOAT: pa.float64(), STR: pa.string(), JSON: pa.string()}
 
 
 def field_unit(name: str) -> str:
-    if name in _UNITS:
-        return _UNITS[name]
-    if name in JSON_FIELDS:
-        return "json"
-    for suffix, unit in _SUFFIX_UNITS:
-        if name.endswith(suffix):
-            return unit
-    return "code" if name in STRING_FIELDS else "value"
+    return FIELDS[name].unit
 
 
-def summary_field(name: str, value, always_nullable: bool = False) -> pa.Field:
-    """Column of one prediction field; `always_nullable` for tables with failed rows."""
-    doc = f"prediction.json field {name}"
-    known = name in INT_FIELDS or name in JSON_FIELDS or name in STRING_FIELDS
-    nullable = always_nullable or name in NULLABLE_FIELDS or (not known and value is None)
-    nullable = nullable or not (known or name.split("_")[0] in _STAT_PREFIXES or
-                                name.endswith(("_tok_s", "_rps", "_seconds", "gpu_hours")))
-    if name in JSON_FIELDS or isinstance(value, dict | list):
-        return _f(name, pa.string(), "json", doc + " (JSON text, sorted keys)", nullable)
-    if name in STRING_FIELDS or isinstance(value, str):
-        return _f(name, pa.string(), field_unit(name), doc, nullable)
-    if name in INT_FIELDS or (isinstance(value, int) and not isinstance(value, bool)):
-        return _f(name, pa.int64(), field_unit(name), doc, nullable)
-    return _f(name, pa.float64(), field_unit(name), doc, nullable)
-
-
-_STAT_PREFIXES = frozenset({"mean", "min", "max", "std", "median", "p75", "p90", "p95", "p99"})
+def summary_field(name: str, value=None, always_nullable: bool = False) -> pa.Field:
+    """Column of one prediction field, as the output contract declares it; `always_nullable`
+    for tables with failed rows. JSON fields are JSON text with sorted keys."""
+    fd = FIELDS[name]
+    doc = fd.meaning + (" (JSON text, sorted keys)" if fd.kind == JSON else "")
+    nullable = always_nullable or fd.nullable or fd.presence != ALWAYS
+    return _f(name, _ARROW_TYPES[fd.kind], fd.unit, doc, nullable)
 
 
 def summary_values(prediction: dict) -> dict:
@@ -72,7 +38,7 @@ def summary_values(prediction: dict) -> dict:
         if name in HOST_FIELDS or name == "per_request":
             continue
         v = prediction[name]
-        if name in JSON_FIELDS or isinstance(v, dict | list):
+        if FIELDS[name].kind == JSON:
             v = json.dumps(v, sort_keys=True, separators=(",", ":"), allow_nan=False)
         out[name] = v
     return out

@@ -25,9 +25,10 @@ import signal
 import threading
 from pathlib import Path
 
+from aisim.output.contract import HOST_FIELDS
+
 OUTPUT_NAMES = ("prediction.json", "requests.jsonl", "requests.parquet", "prediction.sha256",
                 "summary.parquet", "passes.parquet")
-HOST_FIELDS = ("wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s")
 STAGING_PREFIX = ".aisim-staging-"
 # requests.parquet rows per row group: pyarrow's own default, so the streamed file has the
 # bytes pq.write_table gives the whole table (one row group per 1,048,576 rows)
