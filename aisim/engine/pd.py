@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from aisim import state as st
-from aisim.engine.interruptible import run_kernel
 from aisim.engine import run as aggregated
+from aisim.engine.interruptible import run_kernel
 from aisim.engine.run import reset_accumulators, traffic_inputs
 from aisim.engine.spec import EngineSpec, resolve_role
 from aisim.errors import CapacityError, NotAvailableError
