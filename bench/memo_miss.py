@@ -1,4 +1,4 @@
-"""Cost of the event loop's memo-miss path: one `sched.memo_fill` call per distinct pass shape.
+"""Cost of the event loop's memo-miss path: one `pass_price.memo_fill` call per distinct pass shape.
 
     python bench/memo_miss.py [--repeats 7] [--shapes 400] [GOLDEN_NAME ...]
 
@@ -53,7 +53,7 @@ def main() -> None:
 
     from aisim.config import load_config
     from aisim.engine.spec import resolve
-    from aisim.kernels import sched
+    from aisim.kernels import pass_price
     from aisim.state import allocate_memo
     from aisim.timing.provider import plan_for
 
@@ -62,7 +62,7 @@ def main() -> None:
         total = 0.0
         for i in range(kind.shape[0]):
             slot = i & (memo.keys.shape[0] - 1)
-            sched.memo_fill(plan, memo, slot, kind[i], a[i], b[i], c[i])
+            pass_price.memo_fill(plan, memo, slot, kind[i], a[i], b[i], c[i])
             total += memo.vals[slot]
         return total
 

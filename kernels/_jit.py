@@ -21,7 +21,6 @@ import numba
 
 from . import _cache
 
-
 # Pure-Python cache management: it decides no compiled code, so editing it must not invalidate
 # the shipped archive (kernels/_cache.py says why and how the folders are laid out).
 _NOT_CODEGEN = ("_cache.py",)

@@ -91,3 +91,9 @@ CNT_BROKEN = 8  # debug: rank * 100 + broken invariant rule (0 = none)
 # DDSketch key range per sign (AISimulate keeps up to 32768 bins).
 SKETCH_OFFSET = 16384
 SKETCH_BINS = 32768
+
+
+# schedule_rank status flags (a pass's outcome, or-ed over its phases)
+SCHED_PROGRESS = 1  # the pass scheduled, admitted, rejected or preempted something
+SCHED_TRT_PREEMPT = 2  # TRT-LLM would have to preempt: its reservation was wrong (a defect)
+SCHED_LOG_FULL = 4  # the admission log is full: the run is repeated with more room

@@ -5,7 +5,7 @@ decoders (kernels/lazy.py) and no event is due: each such pass only prices the d
 records the token gap and advances the clock. The generic event loop pays for scanning workers,
 routing and the full scheduling pass every time; this loop does only what such a *pure* pass
 changes, in the same order as `loop._finish_pass` / `loop._start_pass` / `sched.schedule_rank`
-/ `sched.emit_rank` would, so results are bit-identical (the golden and pass-compression tests
+/ `emission.emit_rank` would, so results are bit-identical (the golden and pass-compression tests
 run through it). It stops before any pass that could differ: an arrival to route, a calendar
 event (KV block boundary, cacheable block, completion), active or waiting requests.
 
@@ -13,10 +13,11 @@ Only for one worker with one attention rank (no other worker's events can interl
 compression on, and neither pass capture nor invariant checks.
 """
 
-from aisim.kernels import sched
+from aisim.kernels import pass_price
 from aisim.kernels._jit import helper
 from aisim.kernels.codes import CNT_PASSES
 from aisim.kernels.tokstats import record_gap
+from aisim.kernels.units import phase_ms
 
 
 @helper
@@ -56,7 +57,7 @@ def run(p, req, ranks, workers, stats, plan, memo, t, next_arrival):
         x = ranks.pass_idx[r] + 1
         if _event_at(req, ranks, r, x):
             break
-        # --- finish (loop._finish_pass -> sched.emit_rank with nothing due or active)
+        # --- finish (loop._finish_pass -> emission.emit_rank with nothing due or active)
         record_gap(stats, pe - ranks.last_end_ms[r], n_lazy)
         ranks.last_end_ms[r] = pe
         if ranks.cooldown[r] > 0:
@@ -77,11 +78,11 @@ def run(p, req, ranks, workers, stats, plan, memo, t, next_arrival):
             ranks.capacity_bound[r] = False
         ranks.deferred[r] = defer
         ranks.preempted[r] = False
-        prefill_ns, decode_ns = sched.price_rank(p, req, ranks, r, x, plan, memo)
+        prefill_ns, decode_ns = pass_price.price_rank(p, req, ranks, r, x, plan, memo)
         dur = prefill_ns + decode_ns
         workers.busy[0] = True
         workers.pass_start_ms[0] = t
-        workers.pass_end_ms[0] = t + sched.phase_ms(prefill_ns) + sched.phase_ms(decode_ns)
+        workers.pass_end_ms[0] = t + phase_ms(prefill_ns) + phase_ms(decode_ns)
         workers.busy_ms[0] += dur / 1e6
         workers.num_passes[0] += 1
         stats.counters[CNT_PASSES] += 1

@@ -11,18 +11,22 @@ time (kernels/mtp_step.py).
 
 import numpy as np
 
-from aisim.kernels import invariants, leap, passlog, sched
+from aisim.kernels import emission, invariants, leap, passlog, queues, sched
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_BROKEN,
     CNT_PASSES,
     CNT_PREEMPTIONS,
     CNT_SPAWNED,
+    SCHED_LOG_FULL,
+    SCHED_PROGRESS,
+    SCHED_TRT_PREEMPT,
     LoadKind,
     ReqStatus,
     RunResult,
 )
 from aisim.kernels.tokstats import flush_gaps
+from aisim.kernels.units import phase_ms
 
 
 @helper
@@ -73,16 +77,16 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
         return 0
     workers.busy[w] = True
     workers.pass_start_ms[w] = t_ms
-    workers.pass_end_ms[w] = (t_ms + sched.phase_ms(prefill_max)
-                              + sched.phase_ms(dur_max - prefill_max))
+    workers.pass_end_ms[w] = (t_ms + phase_ms(prefill_max)
+                              + phase_ms(dur_max - prefill_max))
     for d in range(p.dp_size):
-        sched.settle_rejections(p, req, ranks, stats, w * p.dp_size + d, workers.pass_end_ms[w])
+        queues.settle_rejections(p, req, ranks, stats, w * p.dp_size + d, workers.pass_end_ms[w])
     workers.busy_ms[w] += dur_max / 1e6
     if p.capture_passes:
         passlog.close_pass(plog, first_row, workers.pass_end_ms[w])
     workers.num_passes[w] += 1
     stats.counters[CNT_PASSES] += 1
-    if dur_max == 0 and not (flags & sched.SCHED_PROGRESS):
+    if dur_max == 0 and not (flags & SCHED_PROGRESS):
         return flags | 1 << 8  # stalled marker
     return flags | 1 << 9  # started marker
 
@@ -93,7 +97,7 @@ def _finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         if ranks.in_pass[r]:
-            sched.emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp)
+            emission.emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp)
             ranks.in_pass[r] = False
             if p.check_invariants:
                 bad = invariants.check_rank(p, req, ranks, blocks, r, 0)
@@ -166,7 +170,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
             r = w * p.dp_size + d
             req.rank[routed] = r
             req.status[routed] = ReqStatus.WAITING
-            sched.push_waiting_back(req, ranks, r, routed)
+            queues.push_waiting_back(req, ranks, r, routed)
             routed += 1
         # --- start passes on idle, ready workers with work
         for w in range(n_workers):
@@ -178,9 +182,9 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
                                 mtp, plog, w, t)
             if stats.counters[CNT_BROKEN] != 0:
                 return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
-            if flags & sched.SCHED_TRT_PREEMPT:
+            if flags & SCHED_TRT_PREEMPT:
                 return RunResult.TRT_PREEMPTION, w
-            if flags & sched.SCHED_LOG_FULL:
+            if flags & SCHED_LOG_FULL:
                 return RunResult.LOG_FULL, w
             if flags & (1 << 8):
                 return RunResult.STALLED, w

@@ -16,7 +16,7 @@ workers with work.
 import numpy as np
 
 from aisim.kernels import kv_blocks as kv
-from aisim.kernels import loop, sched
+from aisim.kernels import loop, queues, running
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_PASSES,
@@ -27,6 +27,8 @@ from aisim.kernels.codes import (
     PD_RR_DECODE,
     PD_RR_PREFILL,
     PD_XFERS,
+    SCHED_LOG_FULL,
+    SCHED_TRT_PREEMPT,
     Backend,
     LoadKind,
     PDAction,
@@ -34,6 +36,7 @@ from aisim.kernels.codes import (
     RunResult,
 )
 from aisim.kernels.tokstats import flush_gaps
+from aisim.kernels.units import ceil_div
 
 
 @helper
@@ -94,7 +97,7 @@ def _activated_outstanding(p, req, ranks, blocks, r):
     q = ranks.wait_head[r]
     while q >= 0:
         if req.num_admissions[q] == 0:
-            full = sched.ceil_div(req.prompt_len[q] + req.output_len[q], p.block_size)
+            full = ceil_div(req.prompt_len[q] + req.output_len[q], p.block_size)
             total += full - blocks.slot_nblk[req.slot[q]]
         q = req.wait_next[q]
     return total
@@ -112,13 +115,13 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     q = pd.pend_head[r]
     bs = p.block_size
     prompt = req.prompt_len[q]
-    prompt_blocks = sched.ceil_div(prompt, bs)
+    prompt_blocks = ceil_div(prompt, bs)
     hits = 0
     if p.backend == Backend.TRTLLM:
-        full = sched.ceil_div(prompt + req.output_len[q], bs)
+        full = ceil_div(prompt + req.output_len[q], bs)
         avail = (
             kv.num_free(ranks, r)
-            - sched.trt_outstanding(p, req, blocks, ranks, r)
+            - running.trt_outstanding(p, req, blocks, ranks, r)
             - pd.trt_need[r]
             - _activated_outstanding(p, req, ranks, blocks, r)
         )
@@ -141,7 +144,7 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits)
     kv.grow_slot(ranks, blocks, r, slot, prompt_blocks, p.num_blocks)
     if p.backend == Backend.TRTLLM:
-        pd.trt_need[r] += sched.ceil_div(prompt + req.output_len[q], bs) - prompt_blocks
+        pd.trt_need[r] += ceil_div(prompt + req.output_len[q], bs) - prompt_blocks
     # observed: a destination-side hit shortens the transfer but is not reported as reuse
     pd.reserved_ms[q] = t_ms
     pd.reserve_seq[q] = pd.scalars[PD_RESERVATIONS]
@@ -161,12 +164,12 @@ def _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms):
             req, blocks, pfx_hash, q, r, req.slot[q], req.prompt_len[q], p.block_size
         )
     req.status[q] = ReqStatus.WAITING
-    sched.push_waiting_back(req, ranks, r, q)
+    queues.push_waiting_back(req, ranks, r, q)
     if p.backend == Backend.TRTLLM:
         # from now on its remaining need is counted through the running list once admitted
-        pd.trt_need[r] -= sched.ceil_div(
+        pd.trt_need[r] -= ceil_div(
             req.prompt_len[q] + req.output_len[q], p.block_size
-        ) - sched.ceil_div(req.prompt_len[q], p.block_size)
+        ) - ceil_div(req.prompt_len[q], p.block_size)
     _retry(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
     # the source is released once the destination holds the request (observed: a release
     # never precedes its activation, even on an idle prefill worker)
@@ -175,7 +178,7 @@ def _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms):
 
 @helper
 def _apply_release(pd, p, req, ranks, blocks, q, t_ms):
-    sched.free_request_kv(p, req, ranks, blocks, req.rank[q], q)
+    queues.free_request_kv(p, req, ranks, blocks, req.rank[q], q)
     if req.status[q] != ReqStatus.FAILED:  # a failed handoff reports no release
         pd.released_ms[q] = t_ms
 
@@ -185,7 +188,7 @@ def _never_fits(p, req, q):
     """Whether decode pool p could never hold request q's handoff, even empty (observed:
     vLLM needs the prompt's blocks, TRT-LLM the prompt's and the first token's)."""
     tokens = req.prompt_len[q] + (1 if p.backend == Backend.TRTLLM else 0)
-    return sched.ceil_div(tokens, p.block_size) > p.num_blocks
+    return ceil_div(tokens, p.block_size) > p.num_blocks
 
 
 @kernel
@@ -324,7 +327,7 @@ def _execute_actions(
             pd.scalars[PD_RR_PREFILL] += 1
             req_p.rank[q] = r
             req_p.status[q] = ReqStatus.WAITING
-            sched.push_waiting_back(req_p, ranks_p, r, q)
+            queues.push_waiting_back(req_p, ranks_p, r, q)
         elif kind == PDAction.RESERVE:
             r = pd.scalars[PD_RR_DECODE] % n_decode_ranks
             pd.scalars[PD_RR_DECODE] += 1
@@ -334,7 +337,7 @@ def _execute_actions(
                 # closed loop, a replacement arrives at once (AISimulate: terminal "failed")
                 req_p.status[q] = ReqStatus.FAILED
                 req_p.terminal_ms[q] = t_ms
-                sched.spawn_next(pp, req_d, stats, t_ms)
+                queues.spawn_next(pp, req_d, stats, t_ms)
                 _enqueue(pd, PDAction.RELEASE, q)
                 continue
             _fifo_push(pd.dlink, pd.pend_head, pd.pend_tail, r, q)
@@ -530,9 +533,9 @@ def run_disaggregated(
                 w,
                 t,
             )
-            if flags & sched.SCHED_TRT_PREEMPT:
+            if flags & SCHED_TRT_PREEMPT:
                 return RunResult.TRT_PREEMPTION, w
-            if flags & sched.SCHED_LOG_FULL:
+            if flags & SCHED_LOG_FULL:
                 return RunResult.LOG_FULL, w
         for w in range(n_wd):
             if workers_d.busy[w] or not loop.worker_has_work(dp, ranks_d, w):
@@ -553,9 +556,9 @@ def run_disaggregated(
                 w,
                 t,
             )
-            if flags & sched.SCHED_TRT_PREEMPT:
+            if flags & SCHED_TRT_PREEMPT:
                 return RunResult.TRT_PREEMPTION, n_wp + w
-            if flags & sched.SCHED_LOG_FULL:
+            if flags & SCHED_LOG_FULL:
                 return RunResult.LOG_FULL, n_wp + w
             if not workers_d.busy[w]:
                 if _retry_stalled(pd, dp, req_d, ranks_d, blocks_d, dd_hash, w, t) > 0:

@@ -2,7 +2,7 @@
 
 Called from the event loop only when KernelParams.capture_passes is set, right after a rank is
 scheduled; runs without capture never reach it. The batch classification is the one
-`sched.price_rank` prices, lazy decoders included (each is in the decode set with one token),
+`pass_price.price_rank` prices, lazy decoders included (each is in the decode set with one token),
 so capture works on the pass-compressed path and changes nothing in the simulation.
 """
 

@@ -136,7 +136,7 @@ def test_non_default_timing_exits_2(tmp_path: Path) -> None:
 
 def test_round_ns_matches_the_event_loop() -> None:
     from aisim.estimate import round_ns
-    from aisim.kernels.sched import round_ns as kernel_round_ns
+    from aisim.kernels.units import round_ns as kernel_round_ns
 
     ref = getattr(kernel_round_ns, "py_func", kernel_round_ns)
     for ms in (0.0, -1.0, PREFILL_1x1024, DECODE_1x1025, 0.0000005, 1.2345674999, 1e3 / 3):

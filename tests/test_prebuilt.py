@@ -89,17 +89,17 @@ def test_a_partly_compiled_subpath_gets_the_other_kernels_and_keeps_its_own(tmp_
            "loop.run_aggregated-40.py311.1.nbc": b"own code"}
     for name, data in own.items():
         (placed / name).write_bytes(data)
-    files = dict(FILES, **{"sched.emit_rank-7.py311.nbi": b"i",
-                           "sched.emit_rank-7.py311.1.nbc": b"c",
-                           "sched.emit_rank-7.py311.2.nbc": b"d"})
+    files = dict(FILES, **{"emission.emit_rank-7.py311.nbi": b"i",
+                           "emission.emit_rank-7.py311.1.nbc": b"c",
+                           "emission.emit_rank-7.py311.2.nbc": b"d"})
     _prepare(tmp_path, kernels, files=files)
     assert _names(placed) == sorted(files)
     assert all((placed / n).read_bytes() == d for n, d in own.items())
-    assert (placed / "sched.emit_rank-7.py311.2.nbc").read_bytes() == b"d"
+    assert (placed / "emission.emit_rank-7.py311.2.nbc").read_bytes() == b"d"
     assert not [p for p in placed.iterdir() if p.name.endswith(".tmp")]
-    (placed / "sched.emit_rank-7.py311.nbi").unlink()
+    (placed / "emission.emit_rank-7.py311.nbi").unlink()
     _prepare(tmp_path, kernels, files=files)  # topped up once: the marker says so
-    assert not (placed / "sched.emit_rank-7.py311.nbi").exists()
+    assert not (placed / "emission.emit_rank-7.py311.nbi").exists()
 
 
 @pytest.mark.parametrize("field, value", [("kernel_digest", "cd" * 32), ("numba", "0.0.1"),
