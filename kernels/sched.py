@@ -1,6 +1,6 @@
 """One scheduler pass of one rank: vLLM v1 scheduling with the TRT-LLM admission differences.
 
-Mirrors vLLM v1 `Scheduler.schedule` as AISimulate runs it (behaviour.md 4, 6, 7, 17): running
+Mirrors vLLM v1 `Scheduler.schedule` as AISimulate runs it (docs/rules.md 4, 5, 6): running
 requests first in list order, each taking min(remaining known tokens, budget); a failed block
 allocation preempts the LAST running request (LIFO, possibly itself) and blocks admission for the
 pass; then FCFS admission with head-of-line blocking. vLLM admits when the whole known sequence
@@ -423,7 +423,7 @@ def admit_activated(p, req, ranks, stats, log, r, q, t_ms):
     """Decode side of P/D: an activated request joins the running list with its prompt computed.
 
     It is in this pass's decode set with L = P and emits its first token at the pass end
-    (behaviour.md 10.1 item 7); its blocks were taken at reservation.
+    (docs/rules.md 9.6); its blocks were taken at reservation.
     """
     pop_waiting(req, ranks, r)
     ranks.run_list[r, ranks.run_len[r]] = q
@@ -571,7 +571,7 @@ def op_level_ms(plan, memo, kind, a, b, c):
 
 @helper
 def pass_time(p, plan, memo, bs_p, isl, pfx, bs_d, ctx, sum_new, sum_ctx):
-    """(prefill_ms, decode_ms) of a rank's pass from its batch shape (behaviour.md 4.4)."""
+    """(prefill_ms, decode_ms) of a rank's pass from its batch shape (docs/rules.md 4.6)."""
     prefill = 0.0
     decode = 0.0
     if p.timing_kind == TimingKind.OP_LEVEL:
@@ -636,7 +636,8 @@ def batch_shape(req, ranks, r, x):
 def price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx):
     """(prefill ns, decode ns) of a batch: prefill set and decode set at their floored means,
     each phase rounded to whole nanoseconds."""
-    # P/D: a prefill worker charges no decode time, a decode worker no prefill time (4.5)
+    # P/D: a prefill worker charges no decode time, a decode worker no prefill time
+    # (docs/rules.md 9.1)
     if p.role == Role.PREFILL:
         bs_d = 0
     elif p.role == Role.DECODE:
