@@ -97,7 +97,7 @@ class NoRequestsCompleted(click.ClickException):
 class OpTableError(AisimError):
     """The op-time tables cannot answer.
 
-    ``OpTableError(op, key, detail)``: an op's discrete key has no data (timing.md 3.6); carries
+    ``OpTableError(op, key, detail)``: an op's discrete key has no data (docs/timing.md 5); carries
     the op name and the key so callers and tests can tell which slice is missing.
     ``OpTableError(message)``: a compiled table (hardware / backend / version / family) is
     missing or unreadable; the message names it.

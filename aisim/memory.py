@@ -1,4 +1,4 @@
-"""KV capacity from GPU memory: ``kv_cache.capacity: {type: default, ...}`` (timing.md section 9).
+"""KV capacity from GPU memory: ``kv_cache.capacity: {type: default, ...}`` (docs/timing.md 7).
 
 Each scheduler rank (every attention-DP rank of every replica) gets the KV blocks that fit in
 one GPU after the resident weights W, the activation workspace A, the communication buffers N,
@@ -272,7 +272,7 @@ def kv_blocks_from_memory(
     where: str = "engine.workers.aggregated.kv_cache.capacity",
     strict: bool = True,
 ) -> MemoryBreakdown:
-    """KV blocks per scheduler rank from the GPU memory model, with every term (timing.md 9).
+    """KV blocks per scheduler rank from the GPU memory model, with every term (docs/timing.md 7).
 
     ``strict`` (default) raises CapacityError naming ``where`` when the non-KV memory leaves
     no KV budget or the budget holds no block; ``strict=False`` returns the breakdown anyway

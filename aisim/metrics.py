@@ -1,4 +1,4 @@
-"""Per-request arrays and streamed gap statistics -> AISimulate's summary (behaviour.md 12.2).
+"""Per-request arrays and streamed gap statistics -> AISimulate's summary (docs/rules.md 11).
 
 One-sample-per-request distributions (TTFT, TTST, TPOT, E2E) are exact: left-to-right float sums,
 population std, nearest-rank percentiles `sorted[round((n-1) p / 100)]`. Per-gap distributions
@@ -138,7 +138,7 @@ def sla_is_set(sla) -> bool:
 
 
 def goodput_fields(req, completed, duration_s: float, sla) -> dict:
-    """The goodput_* fields over the completed requests (behaviour.md 12.2).
+    """The goodput_* fields over the completed requests (docs/rules.md 11.6).
 
     A request is good when every given bound holds, inclusively: TTFT <= ttft_ms, E2E <= e2e_ms,
     and its mean inter-token latency (E2E - TTFT) / (output tokens - 1) <= itl_ms, the ITL bound
@@ -280,7 +280,7 @@ def power_fields() -> dict:
 
 
 def summarize_pd(result, sla=None) -> dict:
-    """The deterministic prediction.json fields of a disaggregated run (behaviour.md 10.2).
+    """The deterministic prediction.json fields of a disaggregated run (docs/rules.md 9.8).
 
     Latency statistics come from decode-worker tokens (TTFT = first decode token - arrival);
     each pool is provisioned for the whole run: worker seconds = replicas x duration.

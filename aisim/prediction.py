@@ -195,7 +195,7 @@ def _sla(cfg):
 
 def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool,
                        memos) -> Prediction:
-    """run_prediction for engine.mode disaggregated (behaviour.md 10)."""
+    """run_prediction for engine.mode disaggregated (docs/rules.md 9)."""
     from aisim.engine.pd import load_engine_pd, resolve_pd, simulate_pd
     from aisim.metrics import power_fields, summarize_pd
     from aisim.output.records import RequestRecords

@@ -294,7 +294,7 @@ class AdmissionLog(NamedTuple):
     pool: np.ndarray
 
 
-# P/D disaggregation (behaviour.md 10): the handoff between the prefill pool and the decode pool.
+# P/D disaggregation (docs/rules.md 9): the handoff between the prefill pool and the decode pool.
 # Shape symbols: N requests, RD decode ranks, WD decode workers, WP prefill workers, Q action-queue
 # capacity. Request links are shared by the lists a request can be on one at a time: `dlink` by
 # its decode rank's pending-destination FIFO and its decode worker's deferred activations,
@@ -351,7 +351,7 @@ class PDState(NamedTuple):
 
 
 class TransferParams(NamedTuple):
-    """KV transfer of the P/D handoff (engine.kv_transfer, behaviour.md 10.1 item 5)."""
+    """KV transfer of the P/D handoff (engine.kv_transfer, docs/rules.md 9.4)."""
 
     bytes_per_token: float  # bytes of one token's KV on one source rank
     bandwidth_gb_s: float  # 0: no delay (bandwidth null)
@@ -369,7 +369,7 @@ MTP_SHAPE_COLUMNS = 6  # mtp_step.SHAPE_PREFILLS .. SHAPE_NEED
 
 
 class MtpState(NamedTuple):
-    """Native MTP of one run (behaviour.md 8): acceptance walk and per-rank random streams.
+    """Native MTP of one run (docs/rules.md 8): acceptance walk and per-rank random streams.
 
     Its type switches MTP on in the compiled loop (kernels/mtp.py); `NoMtp` switches it off.
     """

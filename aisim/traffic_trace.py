@@ -1,4 +1,5 @@
-"""Trace replay (behaviour.md 1.1): Mooncake JSONL rows -> the request arrays of aisim.traffic.
+"""Trace replay (docs/rules.md 10.1, 10.2): Mooncake JSONL rows -> the request arrays of
+aisim.traffic.
 
 A row names its prompt by ``hash_ids``, one id per ``block_size``-token *source* block. AISimulate
 gives every token of a source block that block's id (renumbered, which changes nothing but the

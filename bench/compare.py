@@ -1,4 +1,4 @@
-"""Performance harness (issue 9): every seed workload through aisim and AISimulate, side by side.
+"""Performance harness: every seed workload through aisim and AISimulate, side by side.
 
 usage: python bench/compare.py [--workloads DIR] [--aisimulate EXE_OR_VENV] [--rounds 5]
                                [--only NAME ...] [--cold/--no-cold] [--warmup 1]
@@ -12,7 +12,7 @@ then N rounds of whole-process runs,
 alternating which tool goes first so that drift in machine load hits both alike. Records median
 wall time, the per-round ratio's min-max, peak RSS and core time (GNU time), each tool's own
 `wall_time_ms`, and whether the last round's two prediction.json files agree (shared parity.py).
-Writes a CSV and a Markdown report that states the issue-9 targets as met / not met.
+Writes a CSV and a Markdown report that states the speed targets as met / not met.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ COLUMNS = [
     "parity_summary",
 ]
 
-# Issue 9 "must show" bars
+# Speed targets: the bars every workload must clear
 PROCESS_X = 5.0
 PROCESS_X_BY_WORKLOAD = {"vllm-c256-fixed": 10.0}
 WALL_TIME_MS_X = 20.0
@@ -201,7 +201,7 @@ def summarize(row: dict, tool: str, runs: list[dict]) -> None:
 
 
 def targets(row: dict) -> dict[str, str]:
-    """Each issue-9 bar for one workload: 'met (figure)', 'not met (figure)' or 'n/a'."""
+    """Each speed-target bar for one workload: 'met (figure)', 'not met (figure)' or 'n/a'."""
 
     def verdict(ok: bool, figure: str) -> str:
         return f"{'met' if ok else 'NOT MET'} ({figure})"
@@ -273,7 +273,7 @@ def markdown(rows: list[dict], header: list[str]) -> str:
             *parity_lines,
             "",
         ]
-    lines += ["## Issue 9 targets", ""]
+    lines += ["## Speed targets", ""]
     verdicts = {r["workload"]: targets(r) for r in rows}
     names = list(dict.fromkeys(k for v in verdicts.values() for k in v))
     if names:
@@ -305,7 +305,7 @@ def machine_header(args: argparse.Namespace, load_start: tuple, ref: str | None)
     )
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [
-        "# aisim vs AISimulate: whole-process benchmark (issue 9)",
+        "# aisim vs AISimulate: whole-process benchmark",
         "",
         f"Measured {now} on {platform.node()}: nproc {len(os.sched_getaffinity(0))}, CPU {cpu}, "
         f"load average at start {' '.join(f'{x:.2f}' for x in load_start)}, at end "

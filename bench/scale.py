@@ -1,10 +1,10 @@
-"""Scale runs of issue 9: each config in bench/scale/ as one whole aisim process (warm caches).
+"""Scale runs: each config in bench/scale/ as one whole aisim process (warm caches).
 
 usage: python bench/scale.py [CONFIG ...] [--out bench/SCALE.md]
 
 Prints and writes one Markdown row per config: requests, simulated output tokens, whole-process
 wall time, the run's wall_time_ms, peak RSS, core seconds and output tokens per core second.
-The limits issue 9 sets for the 10-million-request run (60 s, 2 GiB) are judged in the table.
+The limits of the 10-million-request run (60 s, 2 GiB) are judged in the table.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main() -> int:
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     load = os.getloadavg()
     text = [
-        "# Scale runs (issue 9)",
+        "# Scale runs",
         "",
         f"Measured {stamp} on this machine ({os.cpu_count()} cores, load average at the end "
         f"{load[0]:.2f}) with `python bench/scale.py`; warm caches, one process per config.",

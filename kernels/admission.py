@@ -147,7 +147,7 @@ def admit_activated(p, req, ranks, stats, log, r, q, t_ms):
     """Decode side of P/D: an activated request joins the running list with its prompt computed.
 
     It is in this pass's decode set with L = P and emits its first token at the pass end
-    (behaviour.md 10.1 item 7); its blocks were taken at reservation.
+    (docs/rules.md 9.6); its blocks were taken at reservation.
     """
     queues.pop_waiting(req, ranks, r)
     ranks.run_list[r, ranks.run_len[r]] = q

@@ -20,7 +20,7 @@ class Backend(IntEnum):
 
 
 class Role(IntEnum):
-    """What a rank's pass does (behaviour.md 4.5): aggregated, or one side of P/D."""
+    """What a rank's pass does (docs/rules.md 9.1): aggregated, or one side of P/D."""
 
     AGGREGATED = 0
     PREFILL = 1  # prompt only: completed prompts keep their KV until the transfer releases it
@@ -28,7 +28,7 @@ class Role(IntEnum):
 
 
 class PDAction(IntEnum):
-    """Handoff commands of the P/D loop, executed FIFO at one instant (behaviour.md 10.1)."""
+    """Handoff commands of the P/D loop, executed FIFO at one instant (docs/rules.md 9.2)."""
 
     SUBMIT = 0  # a new request goes to a prefill rank
     RESERVE = 1  # a source-held request is routed to a decode rank's pending destinations

@@ -1,4 +1,4 @@
-"""Lazy decoders: the pass-compressed fast path (DESIGN.md, "Pass compression").
+"""Lazy decoders: the pass-compressed fast path (docs/rules.md 1.5).
 
 A running request that is plainly decoding does the same thing in every pass of its rank: it is
 scheduled for one token, adds its L to the decode context, emits one token at the pass end (with

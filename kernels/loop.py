@@ -1,5 +1,5 @@
 """The aggregated-mode event loop: every pass of every worker, from the first arrival to the last
-terminal request, in one compiled call (behaviour.md 3, 5, 9).
+terminal request, in one compiled call (docs/rules.md 1, 2.1, 7.1).
 
 At each distinct event time T: finish the passes ending at T (in pass-start order), then route
 requests created at or before T (closed-loop replacements first, they have lower indices), then

@@ -1,5 +1,5 @@
 """The disaggregated (P/D) event loop: a prefill pool and a decode pool joined by KV transfers
-(behaviour.md 10, the vLLM "source-first" handoff).
+(docs/rules.md 9, the vLLM "source-first" handoff).
 
 Each pool runs the ordinary per-rank pass of kernels/sched.py on its own state (its own
 KernelParams with `role` prefill or decode). A request's prompt completes on a prefill rank,
@@ -110,7 +110,7 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
 
     vLLM: the prompt's blocks (less active prefix hits) must fit in the free blocks. TRT-LLM
     reserves to completion: ceil((P + O) / bs) must fit beside what running and reserved
-    requests still need; it takes only the prompt blocks and no prefix credit (17.7).
+    requests still need; it takes only the prompt blocks and no prefix credit (docs/rules.md 9.3).
     """
     q = pd.pend_head[r]
     bs = p.block_size

@@ -1,4 +1,4 @@
-"""Native MTP speculative decoding inside a rank's pass (behaviour.md 8, 17.0, 17.1).
+"""Native MTP speculative decoding inside a rank's pass (docs/rules.md 8.2-8.5).
 
 Whether MTP is on is a property of the *type* of the `mtp` argument the event loop receives:
 `MtpState` switches it on, `NoMtp` (same fields, empty arrays) off. `mtp_on(mtp)` is a

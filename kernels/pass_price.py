@@ -96,7 +96,7 @@ def op_level_ms(plan, memo, kind, a, b, c):
 
 @helper
 def pass_time(p, plan, memo, bs_p, isl, pfx, bs_d, ctx, sum_new, sum_ctx):
-    """(prefill_ms, decode_ms) of a rank's pass from its batch shape (behaviour.md 4.4)."""
+    """(prefill_ms, decode_ms) of a rank's pass from its batch shape (docs/rules.md 4.6)."""
     prefill = 0.0
     decode = 0.0
     if p.timing_kind == TimingKind.OP_LEVEL:
@@ -161,7 +161,8 @@ def batch_shape(req, ranks, r, x):
 def price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx):
     """(prefill ns, decode ns) of a batch: prefill set and decode set at their floored means,
     each phase rounded to whole nanoseconds."""
-    # P/D: a prefill worker charges no decode time, a decode worker no prefill time (4.5)
+    # P/D: a prefill worker charges no decode time, a decode worker no prefill time
+    # (docs/rules.md 9.1)
     if p.role == Role.PREFILL:
         bs_d = 0
     elif p.role == Role.DECODE:

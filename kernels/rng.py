@@ -1,7 +1,7 @@
 """Rust `rand` 0.9 `StdRng` (ChaCha12) seeded by `seed_from_u64`, bit-exact, as array state.
 
 AISimulate draws Poisson inter-arrival gaps and MTP draft acceptance from this generator
-(behaviour.md 3, 8.2). State is one uint32[8 + 256 + 4] array: key words, a buffer of sixteen
+(docs/rules.md 1.4, 8.6). State is one uint32[8 + 256 + 4] array: key words, a buffer of sixteen
 ChaCha blocks, then [block counter low, block counter high, buffer index, vector level].
 
 The stream is the sequence of keystream words; a u64 takes the next two (low first), so the

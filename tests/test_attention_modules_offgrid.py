@@ -1,4 +1,4 @@
-"""DeepSeek attention modules on and off their measured grid (issue 6).
+"""DeepSeek attention modules on and off their measured grid.
 
 Golden figures: tests/golden_optable/deepseek_attention_modules_offgrid.json, AISimulate 0.13's
 own per-op evaluation of the attention module op (all 61 layers, latency and energy):

@@ -1,4 +1,4 @@
-"""capacity {type: default}: blocks per rank from the GPU memory model (behaviour.md 1.3)."""
+"""capacity {type: default}: blocks per rank from the GPU memory model (docs/timing.md 7)."""
 
 from __future__ import annotations
 

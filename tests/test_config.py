@@ -484,7 +484,7 @@ def test_trace_paths_resolve_against_config_folder(tmp_path: Path, monkeypatch) 
     assert cfg.traffic.source.block_size == 512 and cfg.traffic.source.format == "mooncake"
     assert cfg.traffic.load == TraceTimestampsLoad(speedup=1.0)
     assert cfg.traffic.stop == Stop() and cfg.traffic.stop.num_requests(cfg.traffic.load) is None
-    assert unsupported_features(cfg) == []  # mooncake trace replay is available (issue 7)
+    assert unsupported_features(cfg) == []  # mooncake trace replay is available
 
 
 # --------------------------------------------------------------------------- --set

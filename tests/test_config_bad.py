@@ -78,7 +78,7 @@ CASES: list[tuple[str, list[str], str, str]] = [
     ("hardware-unknown", ["engine.hardware=h100_sxm"], "engine.hardware", "unknown hardware, got 'h100_sxm'"),  # aisim only
     ("backend-version-unknown", ["engine.backend_version=9.9.9"], "engine.backend_version", "use current = 0.24.0, next = 0.31.0"),  # aisim only
     # AISimulate 0.13 has data for these but refuses them as versions under op-level timing; under
-    # the fixed timing here it takes any string, aisim refuses them (behaviour.md 16)
+    # the fixed timing here it takes any string, aisim refuses them (docs/rules.md 3.4)
     ("backend-version-vllm-0.25.0", ["engine.backend_version=0.25.0"], "engine.backend_version", "is not a version AISimulate 0.13 accepts for backend 'vllm' on 'b200_sxm', got '0.25.0'"),  # aisim only
     ("backend-version-vllm-0.27.1", ["engine.backend_version=0.27.1"], "engine.backend_version", "got '0.27.1'"),  # aisim only
     ("backend-version-previous", ["engine.backend_version=previous"], "engine.backend_version", "got 'previous'"),  # aisim only

@@ -30,7 +30,7 @@ engine:
       timing: {type: default}
 """
 
-# behaviour.md 14: Qwen3-32B / B200 / TP4 / vLLM 0.24.0
+# docs/timing.md 1.3: Qwen3-32B / B200 / TP4 / vLLM 0.24.0
 PREFILL_1x1024 = 22.925219513
 DECODE_1x1025 = 7.463278407
 
@@ -79,7 +79,7 @@ def test_table_output(tmp_path: Path) -> None:
 
 
 def test_prefix_and_batched_decode(tmp_path: Path) -> None:
-    # timing.md 2.1 / 2.2: 512 new on a 512 prefix; decode batch 64 at kv 1100
+    # docs/timing.md 1.1 / 1.3: 512 new on a 512 prefix; decode batch 64 at kv 1100
     res = _run(tmp_path, "--prefill", "1x512+512", "--decode", "64x1100", "--format", "json")
     assert res.exit_code == 0, res.output
     pre, dec = json.loads(res.stdout)["passes"]

@@ -1,5 +1,5 @@
 """One compiled specialization per entry point: an int32 where int64 was expected would silently
-compile (and cache) a second copy of the event loop (STYLE.md, fact 5). Only the kernels Python
+compile (and cache) a second copy of the event loop. Only the kernels Python
 calls are checked; helpers called with literal constants legitimately specialize per call site."""
 
 from __future__ import annotations

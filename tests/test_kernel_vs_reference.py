@@ -295,21 +295,21 @@ def _explicit(backend="vllm", bs=16, blocks=40, mbt=8192, dp=1, k=1, prefill_ms=
     return spec, traffic
 
 
-def test_reference_reproduces_spec_examples():
-    """The reference itself against worked examples of behaviour.md (6.3, 6.4, 17.5)."""
-    # 6.3: bs 16, 40 blocks, 8 x (64 in / 64 out): r5-r7 preempted, readmitted at 64
+def test_reference_reproduces_rules_examples():
+    """The reference itself against worked examples of docs/rules.md (4.4, 5.1, 7.2)."""
+    # docs/rules.md 4.4: bs 16, 40 blocks, 8 x (64 in / 64 out): r5-r7 preempted, readmitted at 64
     spec, traffic = _explicit(prompts=[64] * 8, outs=[64] * 8)
     sim = reference_of(spec, traffic).run()
     assert sim.committed == 771
     assert [r.terminal for r in sim.requests] == [64.0] * 5 + [96.0, 112.0, 112.0]
     assert [entry for entry in sim.log if entry[3]] == [(q, 64.0, 0, True) for q in (5, 6, 7)]
     assert not compare(spec, traffic)
-    # 6.4 TRT-LLM: 5 admitted at 0, 3 when they finish at 64
+    # docs/rules.md 5.1, TRT-LLM: 5 admitted at 0, 3 when they finish at 64
     spec, traffic = _explicit(backend="trtllm", prompts=[64] * 8, outs=[64] * 8)
     sim = reference_of(spec, traffic).run()
     assert [r.first_admit for r in sim.requests] == [0.0] * 5 + [64.0] * 3
     assert not compare(spec, traffic)
-    # 17.5: attention_data 2, fixed 10 / 1 ms, budget 48, bs 64; A B C D E F (G)
+    # docs/rules.md 7.2: attention_data 2, fixed 10 / 1 ms, budget 48, bs 64; A B C D E F (G)
     for k, extra, want in (
         (1, False, {"C": (10.0, 31.0, 42.0), "E": (31.0, 64.0, 65.0), "F": (31.0, 53.0, 64.0)}),
         (2, False, {"C": (10.0, 31.0, 32.0), "E": (32.0, 67.0, 68.0), "F": (32.0, 55.0, 56.0)}),

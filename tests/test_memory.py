@@ -87,8 +87,8 @@ def test_matches_aisimulate(path: Path):
     assert _breakdown(case).as_dict() == gold["memory_diagnostics"]["aggregated"]
 
 
-def test_issue_reference_figures():
-    """Issue 3: Qwen3-32B TP4 on B200, memory_fraction 0.9."""
+def test_reference_figures():
+    """Reference figures: Qwen3-32B TP4 on B200, memory_fraction 0.9."""
     q32 = load_model("Qwen/Qwen3-32B")
     common = dict(tensor=4, memory_fraction=0.9, gpu_memory_bytes=B200_MEMORY_BYTES)
     vllm = kv_blocks_from_memory(q32, backend="vllm", block_size=64, **common)

@@ -1,4 +1,4 @@
-"""DeepSeek-V3 / R1 on TRT-LLM, per op, against AISimulate 0.13 (issue 6).
+"""DeepSeek-V3 / R1 on TRT-LLM, per op, against AISimulate 0.13.
 
 Golden figures: tests/golden_optable/deepseek_v3_trtllm.json, AISimulate's own per-op
 evaluation (`static_phase_diagnostics`, run outside the repo) for attention-DP 8 (V3, R1) and

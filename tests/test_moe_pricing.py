@@ -1,4 +1,4 @@
-"""Op-level pricing of DeepSeek-V3.2 (MLA + DSA + MoE) per attention-DP rank (timing.md 2.5).
+"""Op-level pricing of DeepSeek-V3.2 (MLA + DSA + MoE) per attention-DP rank (docs/timing.md 3.5).
 
 Golden figures: AISimulate 0.13.0 via shared/reference/optable_golden.json, pinned in
 tests/golden_optable/deepseek_v32_adp8_ep8.json; every case is priced through `aisim estimate`
@@ -125,7 +125,7 @@ def test_decode_overlap_groups() -> None:
 
 def test_missing_slice_is_named(tmp_path: Path) -> None:
     """enable_shared_layer: false drops the 0.25.0 donor rows: no fp8_block GEMM slice, one
-    clear line naming it (AISimulate fails the same way, timing.md 1.3)."""
+    clear line naming it (AISimulate fails the same way, docs/timing.md 2.2)."""
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(CONFIG.replace("enable_shared_layer: true", "enable_shared_layer: false"))
     res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])

@@ -1,4 +1,4 @@
-"""Native MTP (behaviour.md 8): acceptance lowering, the seeded ChaCha12 walk, validation.
+"""Native MTP (docs/rules.md 8): acceptance lowering, the seeded ChaCha12 walk, validation.
 
 End-to-end MTP scheduling is pinned by the tests/golden/mtp-* cases (AISimulate figures); here
 the numba generator is checked against the plain-Python reading in tests/reference/stdrng.py.
@@ -27,7 +27,7 @@ def _mtp_state(rates: list[float], seeds: tuple[int, ...]) -> st.MtpState:
 
 
 def test_first_twelve_bursts_seed_42() -> None:
-    """behaviour.md 8.2: rank 0 of worker 0 (seed 42), nextn 2 accepted 1.5 -> [1, 0.5]."""
+    """docs/rules.md 8.6: rank 0 of worker 0 (seed 42), nextn 2 accepted 1.5 -> [1, 0.5]."""
     mtp = st.allocate_mtp(2, 1.5, 1)
     assert [mtp_step.burst_tokens(mtp, 0, 3) for _ in range(12)] == [2, 2, 2, 3, 3, 3, 2, 2, 3,
                                                                       3, 2, 2]

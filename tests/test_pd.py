@@ -1,4 +1,4 @@
-"""Disaggregated prefill/decode (behaviour.md 10): role resolution, transfer parameters and
+"""Disaggregated prefill/decode (docs/rules.md 9): role resolution, transfer parameters and
 errors. End-to-end parity is in tests/golden/pd-* (tests/test_golden.py)."""
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ def test_roles_resolve_with_prefill_defaults(tmp_path: Path) -> None:
     _, cfg = _cfg(tmp_path)
     spec = resolve_pd(cfg)
     assert spec.prefill.role == "prefill" and spec.decode.role == "decode"
-    assert spec.prefill.max_seqs == 1  # prefill max_sequences defaults to 1 (1.3)
+    assert spec.prefill.max_seqs == 1  # prefill max_sequences defaults to 1 (docs/rules.md 9.1)
     assert spec.decode.max_seqs == 256
     assert spec.decode.replicas == 2
-    # bytes_per_token auto: 2 x 64 layers x (8 kv heads / TP 4) x 128 x 2 bytes (1.5)
+    # bytes_per_token auto: 2 x 64 layers x (8 kv heads / TP 4) x 128 x 2 bytes (docs/rules.md 9.4)
     assert spec.transfer.bytes_per_token == 65536.0
     assert spec.transfer.bandwidth_gb_s == 400.0
     assert not spec.transfer.full_prompt
@@ -81,7 +81,7 @@ def test_explicit_bytes_per_token_and_full_prompt(tmp_path: Path) -> None:
 
 def test_transfer_delay_and_timestamps(tmp_path: Path) -> None:
     """P = 1000, bs 64: destination_missing charges 16 whole blocks = 1024 tokens, 0.16777216 ms
-    at 400 GB/s (10.1 item 5); the activation on an idle decode worker happens at once."""
+    at 400 GB/s (docs/rules.md 9.4); the activation on an idle decode worker happens at once."""
     path, _ = _cfg(tmp_path)
     pred = run_prediction(path, capture=True)
     first = next(r for r in pred.records if r["session_id"] == "session_0")

@@ -1,5 +1,5 @@
 """Request-state memory: traffic arrays serve in place, loop-only arrays are dropped after a run,
-and nothing is sized by output tokens (issue 9's 10 M-request run depends on all three)."""
+and nothing is sized by output tokens (the 10 M-request scale run depends on all three)."""
 
 from __future__ import annotations
 

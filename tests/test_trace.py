@@ -1,4 +1,5 @@
-"""Trace replay: reading Mooncake JSONL, prefix keys per engine block, bad rows (behaviour.md 1.1).
+"""Trace replay: reading Mooncake JSONL, prefix keys per engine block, bad rows
+(docs/rules.md 10.1, 10.2).
 
 End-to-end figures against AISimulate are the `trace-*` goldens (tests/golden/), which replay the
 fixtures under tests/fixtures/traces/.

@@ -144,7 +144,7 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         what = f"moe_backend {eng.moe_backend!r} (DeepEP / MegaMoE)"
         yield "moe_backend", "engine.moe_backend", what
     # EPLB and wide-EP slots: AISimulate 0.13 accepts them on vLLM / TRT-LLM MoE models and
-    # prices exactly as without them (NOTES.md, issue 6 session 6); a dense model is refused
+    # prices exactly as without them; a dense model is refused
     for key, what in (("enable_eplb", "expert load balancing"),
                       ("wideep_num_slots", "wide-EP expert slots")):
         if getattr(eng, key) not in (None, False) and not _is_moe(cfg):

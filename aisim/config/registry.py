@@ -77,7 +77,7 @@ the systems following the common defaults (b200_sxm itself has no vLLM 0.31.0 da
 query is served from older tables). `backend_version` takes one of the slot versions or the
 alias 'current' / 'next'; null means current. Any other version (0.25.0, 0.27.1, 1.3.0rc11, ...)
 AISimulate refuses under op-level timing, and aisim refuses it under every timing (it is
-accepted by AISimulate under fixed timing only because nothing reads it there; behaviour.md 16).
+accepted by AISimulate under fixed timing only because nothing reads it there; docs/rules.md 3.4).
 """
 
 PRICED_BACKEND_VERSIONS: dict[str, tuple[str, ...]] = {

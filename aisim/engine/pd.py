@@ -1,4 +1,4 @@
-"""Disaggregated prefill/decode runs (behaviour.md 10): one EngineSpec per role, the transfer
+"""Disaggregated prefill/decode runs (docs/rules.md 9): one EngineSpec per role, the transfer
 model, and the call into the compiled P/D event loop (kernels/loop_pd.py)."""
 
 from __future__ import annotations

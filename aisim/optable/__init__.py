@@ -1,5 +1,5 @@
 """Compiled op-time tables: measured per-op latencies (and power) from the silicon data, one
-zstd Arrow IPC table per op family, sorted on the lookup keys (timing.md 6.2).
+zstd Arrow IPC table per op family, sorted on the lookup keys (docs/timing.md 2.3).
 
     from aisim.optable import load_optable
     ot = load_optable("b200_sxm", "vllm", "0.24.0")

@@ -41,7 +41,7 @@ def notice_text(license_files: list[str]) -> str:
 RULES = """\
 ## How the tables were compiled
 
-* Sources per table, in priority order (timing.md 1.3, AISimulate's shared-layer resolver):
+* Sources per table, in priority order (docs/timing.md 2.2, AISimulate's shared-layer resolver):
   the requested `<family>/<backend>/<version>/` directory (`primary`, src 0), donors declared in
   that directory's `reuse.yaml` (`declared_reuse`), same-backend versions strictly earlier than
   the requested one, nearest first (`fallback`), then other backends' rows whose kernel_source

@@ -1,4 +1,4 @@
-"""Which source files feed one op table: the shared-layer rules of timing.md 1.3.
+"""Which source files feed one op table: the shared-layer rules of docs/timing.md 2.2.
 
 Channels, in priority order (earlier wins on a key conflict):
 

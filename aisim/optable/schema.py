@@ -1,4 +1,4 @@
-"""What the compiled op-time tables hold: one spec per op family (timing.md 1.2 and 6.2).
+"""What the compiled op-time tables hold: one spec per op family (docs/timing.md 2.1 and 2.3).
 
 Each family names its source file, the key columns the AISimulate loader de-duplicates and
 looks up on (first row wins), the order the compiled rows are sorted in, and how derived keys
@@ -37,7 +37,7 @@ Derive = Callable[[dict[str, np.ndarray]], np.ndarray]
 
 
 def _n_kv_lookup(cols: dict[str, np.ndarray]) -> np.ndarray:
-    """timing.md 1.2: 0 when num_heads == num_kv_heads (MHA sentinel), else num_kv_heads."""
+    """docs/timing.md 2.1: 0 when num_heads == num_kv_heads (MHA sentinel), else num_kv_heads."""
     nh = cols["num_heads"]
     nkv = cols["num_key_value_heads"]
     return np.where(nh == nkv, 0, nkv).astype(np.int64)
@@ -86,7 +86,7 @@ def _drop_gemm_awq_gptq(cols: dict[str, np.ndarray], hardware: str) -> np.ndarra
 
 
 def _drop_eager_allreduce(cols: dict[str, np.ndarray], hardware: str) -> np.ndarray:
-    """timing.md 1.2: eager custom-allreduce rows are dropped at load (CUDA-graph curve only);
+    """docs/timing.md 2.3: eager custom-allreduce rows are dropped at load (CUDA-graph curve only);
     AISimulate keeps them on b60 only."""
     n = len(cols["latency"])
     if hardware == "b60":

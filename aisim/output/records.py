@@ -1,4 +1,4 @@
-"""Per-request records (behaviour.md 12.3) as JSON objects and as an Arrow table.
+"""Per-request records (docs/rules.md 11.8) as JSON objects and as an Arrow table.
 
 The records are made from the result arrays a batch at a time (:class:`RequestRecords`): a
 record as a dict costs ~14 KB, so a million of them at once would need ~14 GB; the writers
@@ -161,7 +161,7 @@ class RequestRecords:
         return rows
 
     def _pd_batch(self, idx: np.ndarray) -> list[dict]:
-        """Records of a disaggregated run, with the P/D timestamps of behaviour.md 10.2."""
+        """Records of a disaggregated run, with the P/D timestamps of docs/rules.md 9.8."""
         result = self.result
         rp, rd, pd = result.req_p, result.req_d, result.pd
         spec = result.spec

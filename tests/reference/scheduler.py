@@ -1,22 +1,22 @@
-"""A slow, object-style reference of the aggregated scheduler (behaviour.md 2-7, 9, 17).
+"""A slow, object-style reference of the aggregated scheduler (docs/rules.md 1-7).
 
-Written from the rules in the spec, not from the kernels: requests, blocks, ranks and workers
+Written from the rules of docs/rules.md, not from the kernels: requests, blocks, ranks and workers
 are plain objects held in lists, dicts and deques. It exists to be compared, request by request,
 with the numba event loop on small random cases (tests/test_kernel_vs_reference.py), and it
 checks its own invariants after every pass.
 
-Rules implemented (section numbers of behaviour.md):
-* 3    event loop: pass ends (pass-start order) -> closed-loop replacements -> open-loop arrivals
-       -> routing -> a pass on every idle worker with work; per-phase nanosecond rounding.
-* 4    vLLM pass: running first (LIFO preemption, self-preemption), then FCFS head-of-line
+Rules implemented (section numbers of docs/rules.md):
+* 1.2, 1.3 event loop: pass ends (pass-start order) -> closed-loop replacements -> open-loop
+       arrivals -> routing -> a pass on every idle worker with work; per-phase nanosecond rounding.
+* 4.2-4.4 vLLM pass: running first (LIFO preemption, self-preemption), then FCFS head-of-line
        admission (whole-sequence block check with active hits only, budget, max_sequences).
-* 4.4  prefill set on prompt positions with floored means; decode set (17.0); fixed/polynomial.
-* 5    attention-DP lock-step group: pass end = max over participating ranks of their own sums.
-* 6    KV blocks: same-pass prefix hits, last-token cap, tail-first release, LRU eviction with
+* 4.5, 4.6 prefill set on prompt positions with floored means; decode set; fixed/polynomial.
+* 7.1  attention-DP lock-step group: pass end = max over participating ranks of their own sums.
+* 6, 4.4 KV blocks: same-pass prefix hits, last-token cap, tail-first release, LRU eviction with
        unhashed blocks reused first, recompute after preemption (hits may cover generated blocks).
-* 7    TRT-LLM: to-completion reservation, output clamped to the pool, never preempts.
-* 9    round robin over workers, then over the worker's DP ranks.
-* 17.5 prefill_schedule_interval deferral (vLLM, attention_data > 1).
+* 5    TRT-LLM: to-completion reservation, output clamped to the pool, never preempts.
+* 2.1  round robin over workers, then over the worker's DP ranks.
+* 7.2  prefill_schedule_interval deferral (vLLM, attention_data > 1).
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ class Request:
         self.prompt = spec.prompt_len
         self.prefix = list(spec.prefix)
         self.arrival = spec.arrival_ms
-        # Output the request can emit: max_model_len truncation (2) and the TRT-LLM pool clamp (7)
+        # Output the request can emit: max_model_len truncation and the TRT-LLM pool clamp
+        # (docs/rules.md 3.2)
         self.requested = spec.output_len
         cap = spec.output_len
         if cfg.max_model_len is not None and self.prompt < cfg.max_model_len:
