@@ -371,7 +371,8 @@ MTP_SHAPE_COLUMNS = 6  # mtp_step.SHAPE_PREFILLS .. SHAPE_NEED
 class MtpState(NamedTuple):
     """Native MTP of one run (docs/rules.md 8): acceptance walk and per-rank random streams.
 
-    Its type switches MTP on in the compiled loop (kernels/mtp.py); `NoMtp` switches it off.
+    Its type switches MTP on in the compiled loop (kernels/mtp_step.py: mtp_on reads the class
+    attribute `mtp_on`); `NoMtp` switches it off.
     """
 
     thresholds: np.ndarray  # uint64[nextn] Bernoulli threshold floor(rate x 2^64) per draft
@@ -380,10 +381,13 @@ class MtpState(NamedTuple):
     # int64[R, MTP_SHAPE_COLUMNS] the pass's batch sums (prefill set, decode set, burst blocks;
     # columns kernels/mtp_step.SHAPE_*), added up while scheduling so pricing needs no sweep
     shape: np.ndarray
+    mtp_on = True  # a class attribute, not a field (no annotation)
 
 
 class NoMtp(MtpState):
     """The `mtp` argument of a run without MTP (empty arrays; a distinct compiled type)."""
+
+    mtp_on = False
 
 
 def allocate_mtp(nextn: int, accepted: float | None, n_ranks: int) -> MtpState:

@@ -24,17 +24,18 @@ from numba.extending import overload
 from aisim.kernels import kv_blocks as kv
 from aisim.kernels import rng
 from aisim.kernels._jit import helper
-from aisim.state import MtpState
 
 
 def mtp_on(mtp):
-    """True when the run decodes with MTP (compile-time constant inside kernels)."""
-    return type(mtp) is MtpState
+    """True when the run decodes with MTP (compile-time constant inside kernels): the state's
+    class says so (aisim.state.MtpState, not its NoMtp placeholder)."""
+    return bool(getattr(type(mtp), "mtp_on", False))
 
 
 @overload(mtp_on, jit_options={"cache": True})
 def _mtp_on_typed(mtp):
-    on = isinstance(mtp, types.BaseNamedTuple) and mtp.instance_class is MtpState
+    on = isinstance(mtp, types.BaseNamedTuple) and bool(
+        getattr(mtp.instance_class, "mtp_on", False))
     return lambda mtp: on
 
 
