@@ -30,7 +30,6 @@ KNOWN_DEVIATIONS: set[str] = {
     "difftest-pd-null-bandwidth-decode-pass",
     "difftest-reject-after-spent-budget",
     "difftest-rejection-worker-seconds",
-    "difftest-mtp-pipeline-decode-pricing",
     "difftest-sol-prefix-context-attention",
     "difftest-pd-equal-pass-end-order",
     "difftest-pd-decode-pressure-shared-prefix",
