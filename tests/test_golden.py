@@ -30,7 +30,6 @@ KNOWN_DEVIATIONS: set[str] = {
     "difftest-pd-null-bandwidth-decode-pass",
     "difftest-reject-after-spent-budget",
     "difftest-rejection-worker-seconds",
-    "difftest-sol-prefix-context-attention",
     "difftest-pd-equal-pass-end-order",
     "difftest-pd-decode-pressure-shared-prefix",
     "difftest-trtllm-full-hit-after-spent-budget",
