@@ -33,7 +33,6 @@ KNOWN_DEVIATIONS: set[str] = {
     "difftest-pd-equal-pass-end-order",
     "difftest-pd-decode-pressure-shared-prefix",
     "difftest-trtllm-full-hit-after-spent-budget",
-    "difftest-mtp-near-context-limit",
 }
 
 
