@@ -6,9 +6,10 @@ compile-time constant in each specialization, so a run without MTP executes none
 guarded by it (LLVM removes the dead branches) and pays nothing per request for the feature.
 
 A drafting decoder of length L is scheduled for its one known token (so it still has
-computed = L - 1 between passes) but is charged s = min(1 + nextn, budget left) verification
-slots. On TRT-LLM a request whose prompt completes drafts in that same pass: it joins the decode
-set at L = P (priced, and walking all rates) without a budget charge [observed].
+computed = L - 1 between passes) but is charged s = min(1 + nextn, budget left,
+max_model_len - L) verification slots (vLLM). On TRT-LLM a request whose prompt completes
+drafts in that same pass: it joins the decode set at L = P (priced, and walking all rates)
+without a budget charge [observed].
 
 After scheduling, the rank reserves the KV every request emitting at the pass end may fill
 (the decode set, plus a request completing its first prompt computation), preempting the last

@@ -119,6 +119,31 @@ def attention_sol_ms(kind, heads, x1, x2, par):
 
 
 @helper
+def context_sol_prefix_ms(heads, seq, prefix, batch, par):
+    """SOL of one context-attention layer over seq = new + prefix tokens per request, ms.
+
+    The prefix's work is already done: FLOPs 2 b (s^2 - p^2) n d 2 / 2 (window w < s:
+    2 b (s - p) w n d 2), Q read and output write over the s - p new tokens only, the KV write
+    over all s: bytes 2 b (2 n (s - p) d) + kv_bytes b 2 n_kv s d. prefix 0 is attention_sol_ms.
+    """
+    d = par[PAR_HEAD_DIM]
+    n_kv = heads if par[PAR_MHA] != 0.0 else par[PAR_NUM_KV_HEADS]
+    b = batch
+    s = seq
+    p = prefix
+    w = par[PAR_WINDOW]
+    if w > 0.0 and w < s:
+        flops = 2.0 * b * (s - p) * w * heads * d * 2.0
+    else:
+        flops = 2.0 * b * (s * s - p * p) * heads * d * 2.0 / 2.0
+    nbytes = (2.0 * b * (heads * (s - p) * d + heads * (s - p) * d)
+              + par[PAR_KV_BYTES] * b * (2.0 * n_kv * s * d))
+    compute = flops / par[PAR_FLOPS] * 1000.0
+    memory = nbytes / par[PAR_MEM_BW] * 1000.0
+    return compute if compute > memory else memory
+
+
+@helper
 def _level2_le(i1, x2, grid):
     """(latency, blend power, exact leaf index or < 0) along axis 2 under axis-1 entry i1;
     latency nan outside the axis's range."""

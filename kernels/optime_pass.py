@@ -36,6 +36,7 @@ from aisim.kernels.optime_attention import (
     KIND_GENERATION,
     GridSlice,
     attention_sol_ms,
+    context_sol_prefix_ms,
     generation_5sample_le,
     grid_le,
 )
@@ -153,11 +154,11 @@ def _leaf_le(plan, i, tokens, requests, batch, seq, prefix):
         return allreduce_le(elements, plan.allreduce, s.allreduce_gpus, s.allreduce_elem_bytes,
                             s.link_bw)
     if kind == OP_ATTN_CONTEXT:
-        corr = (seq * seq - prefix * prefix) / (seq * seq)
         grid = plan.context_attention
-        if sol:
-            return (attention_sol_ms(KIND_CONTEXT, s.heads, seq, batch, grid.par) * corr
+        if sol:   # the prefix enters the roofline itself, not as the correction factor
+            return (context_sol_prefix_ms(s.heads, seq, prefix, batch, grid.par)
                     + s.ctx_extra_sol_ms), 0.0
+        corr = (seq * seq - prefix * prefix) / (seq * seq)
         table, e = grid_le(KIND_CONTEXT, s.heads, seq, batch, grid, plan.scratch_d,
                            plan.scratch_i)
         return table * corr + s.ctx_extra_ms, e * corr

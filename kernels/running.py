@@ -103,9 +103,9 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
         if mtp_on(mtp):
             if req.drafting[q]:
                 if p.backend == Backend.VLLM:
-                    # vLLM charges 1 + nextn verification slots (fewer if the budget runs out,
-                    # and then walks fewer rates) for the one known token
-                    charge = min(1 + p.nextn, budget)
+                    # vLLM charges 1 + nextn verification slots (fewer if the budget or the
+                    # context limit runs out, and then walks fewer rates) for the known token
+                    charge = min(1 + p.nextn, budget, p.max_model_len - prompt - g)
                     req.draft_slots[q] = charge
                 else:
                     req.draft_slots[q] = 1 + p.nextn  # TRT-LLM: drafts are not budgeted

@@ -26,11 +26,8 @@ RTOL = {"polynomial-kv-pressure": 2e-9}
 # comparison still runs, so a scenario that starts to match fails until it is taken off the list.
 # The difftest-* ones are the mismatch classes found by bench/difftest.py (bench/DIFFTEST.md).
 KNOWN_DEVIATIONS: set[str] = {
-    "difftest-mtp-pipeline-decode-pricing",
-    "difftest-sol-prefix-context-attention",
     "difftest-pd-equal-pass-end-order",
     "difftest-pd-decode-pressure-shared-prefix",
-    "difftest-mtp-near-context-limit",
 }
 
 

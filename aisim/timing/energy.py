@@ -62,16 +62,22 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
     """Source tag per op (docs/timing.md 6.2): GEMM / table comm silicon; memory ops and the TP-1
     allreduce empirical; attention mixed. The p2p hand-off is `empirical` when it runs
     (pipeline > 1) and `silicon` as the zero-latency placeholder of pipeline 1 (both pinned
-    against AISimulate). Every op of a SOL-mode plan is `sol` (an aisim choice, docs/timing.md
-    6.2)."""
+    against AISimulate). A SOL-mode plan tags every op `sol` but those two placeholders: the
+    pipeline-1 p2p stays `silicon` and the TP-1 allreduce `empirical` (pinned too)."""
     a = plan.arrays
     scalars = scalars_of(a)
-    if scalars.mode == KP.MODE_SOL:
-        return ("sol",) * len(plan.op_names)
+    sol = scalars.mode == KP.MODE_SOL
     out = []
     n = len(plan.op_names)   # composite ops keep their hidden sub-ops after these
     for kind, scale in zip(a.ops.kind.tolist()[:n], a.ops.scale.tolist()[:n], strict=True):
-        if kind in (KP.OP_GEMM_TOKENS, KP.OP_GEMM_REQUESTS):
+        if sol:
+            if kind == KP.OP_P2P and scale == 0:
+                out.append("silicon")
+            elif kind == KP.OP_ALLREDUCE and scalars.allreduce_gpus <= 1:
+                out.append("empirical")
+            else:
+                out.append("sol")
+        elif kind in (KP.OP_GEMM_TOKENS, KP.OP_GEMM_REQUESTS):
             out.append("silicon")
         elif kind == KP.OP_P2P:
             out.append("empirical" if scale > 0 else "silicon")

@@ -71,7 +71,8 @@ def build_dense_plan(model: ModelArch, tables: Tables, system: GpuSystem,
             OpRow(phase, "embedding_ar", KP.OP_ALLREDUCE, None, float(h), once),
             OpRow(phase, "ar_1", KP.OP_ALLREDUCE, None, float(h), layer),
             OpRow(phase, "ar_2", KP.OP_ALLREDUCE, None, float(h), layer),
-            OpRow(phase, "p2p", KP.OP_P2P, None, 2.0 * h, float(deployment.pipeline - 1)),
+            OpRow(phase, "p2p", KP.OP_P2P, None, 2.0 * h,
+                  float(deployment.pipeline - 1) * once),
         ]
     assert tuple(r.name for r in rows[:len(OP_NAMES)]) == OP_NAMES
     return assemble(model.model_id, deployment, system, rows, gemm_ops, gemm,

@@ -50,6 +50,20 @@ def attention_sol(context: bool, heads, x1, x2, par):
     return max(flops / par[3], nbytes / par[5]) * 1000.0
 
 
+def context_sol_with_prefix(heads, seq, prefix, batch, par):
+    """SOL-mode context attention over seq = new + prefix tokens: the prefix's share of the
+    causal FLOPs is not redone and Q / output move only the new tokens; the KV write spans seq."""
+    n_kv = heads if par[6] else par[0]
+    d, kvb, w = par[1], par[2], par[4]
+    b, new = batch, seq - prefix
+    if 0.0 < w < seq:
+        flops = 2.0 * b * new * w * heads * d * 2.0
+    else:
+        flops = 2.0 * b * (seq * seq - prefix * prefix) * heads * d * 2.0 / 2.0
+    nbytes = 2.0 * b * (2.0 * heads * new * d) + kvb * b * 2.0 * n_kv * seq * d
+    return max(flops / par[3], nbytes / par[5]) * 1000.0
+
+
 class DensePlanReading:
     """The plan (an OpPlan of a dense model) as Python structures, priced op by op."""
 
@@ -135,10 +149,10 @@ class DensePlanReading:
         if kind == ALLREDUCE:
             return self._allreduce(tokens * param)
         if kind == CONTEXT:
-            corr = (seq * seq - prefix * prefix) / (seq * seq)
             if sol:
-                return (attention_sol(True, s.heads, seq, batch, self.context.par) * corr
+                return (context_sol_with_prefix(s.heads, seq, prefix, batch, self.context.par)
                         + s.ctx_extra_sol_ms, 0.0)
+            corr = (seq * seq - prefix * prefix) / (seq * seq)
             lat, en = self.context.lookup(True, (s.heads, seq, batch))
             return lat * corr + s.ctx_extra_ms, en * corr
         if kind == GENERATION:
