@@ -169,10 +169,15 @@ def goodput_fields(req, completed, duration_s: float, sla) -> dict:
 
 
 def summarize(result, sla=None) -> dict:
-    """The deterministic prediction.json fields of an aggregated run; `sla` (the config's
-    evaluation.sla, or None) adds the goodput fields."""
-    spec = result.spec
-    req = result.req
+    """The deterministic prediction.json fields of a run (aggregated or P/D), read through its
+    pools (result.pools) and its request view (result.requests); `sla` (the config's
+    evaluation.sla, or None) adds the goodput fields.
+
+    Latency statistics come from the tokens the client sees (in P/D the decode pool's: TTFT =
+    first decode token - arrival). Every pool is billed until the run's last processed event.
+    """
+    pools = result.pools
+    req = result.requests
     stats = result.stats
     status = req.status
     done = (status == ReqStatus.FINISHED) & (req.num_admissions > 0)
@@ -190,23 +195,31 @@ def summarize(result, sla=None) -> dict:
     out["total_output_tokens"] = total_out
     out["processed_tokens"] = total_in + total_out
     out["committed_prefill_tokens"] = int(stats.counters[CNT_COMMITTED])
-    cut_off = spec.max_time_ms != float("inf") and getattr(result, "ranks", None) is not None
-    if cut_off:
-        out["committed_prefill_tokens"] -= _open_pass_prefill(result)
+    if pools[0].spec.max_time_ms != float("inf"):
+        # passes still in flight at the cut-off: the kernels counted their prompt tokens when
+        # scheduled, AISimulate counts them when the pass ends, which these never do
+        out["committed_prefill_tokens"] -= sum(
+            _open_pass_prefill(pool.req, pool.ranks) for pool in pools if pool.role != "decode")
     reused_max = int(req.reused_max[completed].sum())
     reused_first = int(req.reused_first[completed].sum())
     out["prefix_cache_reused_ratio"] = reused_max / total_in if total_in else 0.0
     out["first_admission_prefix_cache_reused_ratio"] = (
         reused_first / total_in if total_in else 0.0)
     out["kv_eviction_policy"] = "lru"
-    gpus = spec.gpus_per_worker
-    out["prefill_gpus_per_worker"] = 0
-    out["decode_gpus_per_worker"] = gpus
-    out["prefill_worker_seconds"] = 0.0
-    ranks = getattr(result, "ranks", None)   # None: summarize_pd bills both pools itself
-    worker_seconds = spec.replicas * _billed_clock_ms(req, (ranks,)) / 1000.0 if ranks else 0.0
-    out["decode_worker_seconds"] = worker_seconds
-    out["gpu_hours"] = worker_seconds * gpus / 3600.0
+    clock_s = _billed_clock_ms(req, [pool.ranks for pool in pools], result.handoff_end_ms) / 1000.0
+    if n_done:
+        clock_s = max(clock_s, 1e-9)
+    billed = {"prefill": (0, 0.0), "decode": (0, 0.0)}
+    for pool in pools:
+        # the aggregated pool reports under the decode fields (AISimulate's convention)
+        billed["prefill" if pool.role == "prefill" else "decode"] = (
+            pool.spec.gpus_per_worker, pool.spec.replicas * clock_s)
+    (pg, prefill_s), (dg, decode_s) = billed["prefill"], billed["decode"]
+    out["prefill_gpus_per_worker"] = pg
+    out["decode_gpus_per_worker"] = dg
+    out["prefill_worker_seconds"] = prefill_s
+    out["decode_worker_seconds"] = decode_s
+    out["gpu_hours"] = (prefill_s * pg + decode_s * dg) / 3600.0
     if n_done == 0:
         for key in ("duration_ms", "request_throughput_rps", "input_throughput_tok_s",
                     "output_throughput_tok_s", "total_throughput_tok_s"):
@@ -255,14 +268,12 @@ def _billed_clock_ms(req, rank_states, other_events_ms: float = 0.0) -> float:
     last_arrival = float(req.arrival_ms[arrived].max()) if arrived.any() else 0.0
     rejected = req.status >= ReqStatus.REJECTED  # rejected or failed
     last_rejection = float(req.terminal_ms[rejected].max()) if rejected.any() else 0.0
-    last_end = max(float(ranks.last_end_ms.max()) for ranks in rank_states)
+    last_end = max(float(ranks.last_end_ms.max()) for ranks in rank_states if ranks is not None)
     return max(last_end, last_arrival, last_rejection, other_events_ms)
 
 
-def _open_pass_prefill(result) -> int:
-    """Prompt tokens scheduled in passes still in flight at the cut-off: the kernels count them
-    when scheduled, AISimulate when the pass ends, which these passes never do."""
-    req, ranks = result.req, result.ranks
+def _open_pass_prefill(req, ranks) -> int:
+    """Prompt tokens scheduled in a pool's passes still in flight at the cut-off."""
     total = 0
     for r in np.nonzero(ranks.in_pass)[0]:
         q = ranks.act_list[r, : ranks.act_len[r]]
@@ -277,34 +288,3 @@ def power_fields() -> dict:
 
     power_w, coverage, diagnostics = unsupported_report()
     return {"power_w": power_w, "power_coverage": coverage, "power_diagnostics": diagnostics}
-
-
-def summarize_pd(result, sla=None) -> dict:
-    """The deterministic prediction.json fields of a disaggregated run (docs/rules.md 9.8).
-
-    Latency statistics come from decode-worker tokens (TTFT = first decode token - arrival);
-    each pool is provisioned for the whole run: worker seconds = replicas x duration.
-    """
-    from types import SimpleNamespace
-
-    from aisim.engine.pd import merged_requests
-
-    spec = result.spec
-    req = merged_requests(result)
-    out = summarize(SimpleNamespace(spec=spec.decode, req=req, stats=result.stats), sla)
-    pg, dg = spec.prefill.gpus_per_worker, spec.decode.gpus_per_worker
-    out["prefill_gpus_per_worker"] = pg
-    out["decode_gpus_per_worker"] = dg
-    if spec.decode.max_time_ms != float("inf"):
-        out["committed_prefill_tokens"] -= _open_pass_prefill(
-            SimpleNamespace(req=result.req_p, ranks=result.ranks_p))
-    # both pools are billed until the last event processed (before the cut-off, if any)
-    xfer = result.pd.xfer_end_ms
-    last_xfer = float(xfer[xfer <= spec.decode.max_time_ms].max(initial=0.0))
-    clock_s = _billed_clock_ms(req, (result.ranks_p, result.ranks_d), last_xfer) / 1000.0
-    prefill_s = spec.prefill.replicas * clock_s
-    decode_s = spec.decode.replicas * clock_s
-    out["prefill_worker_seconds"] = prefill_s
-    out["decode_worker_seconds"] = decode_s
-    out["gpu_hours"] = (prefill_s * pg + decode_s * dg) / 3600.0
-    return out

@@ -197,7 +197,7 @@ def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool,
                        memos) -> Prediction:
     """run_prediction for engine.mode disaggregated (docs/rules.md 9)."""
     from aisim.engine.pd import load_engine_pd, resolve_pd, simulate_pd
-    from aisim.metrics import power_fields, summarize_pd
+    from aisim.metrics import power_fields, summarize
     from aisim.output.records import RequestRecords
 
     pdspec = resolve_pd(cfg)
@@ -221,7 +221,7 @@ def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool,
         role_memos.append(memo)
     result = simulate_pd(pdspec, capture=capture, plans=tuple(plans),
                          capture_passes=capture_passes, memos=tuple(role_memos))
-    prediction = dict(summarize_pd(result, _sla(cfg)))
+    prediction = dict(summarize(result, _sla(cfg)))
     prediction.update(power_fields())
     provenance_by_role = {}
     for role, spec in roles:
@@ -251,7 +251,7 @@ def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool,
     prediction["wall_time_ms"] = wall_ms
     prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
     prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s
-    records = RequestRecords(result, digest, disaggregated=True) if capture else None
+    records = RequestRecords(result, digest) if capture else None
     return Prediction(prediction, records, digest, pdspec, _trimmed(result.passes))
 
 

@@ -105,10 +105,21 @@ def test_transfer_delay_and_timestamps(tmp_path: Path) -> None:
     assert set(p["prediction_provenance"]) == {"prefill", "decode"}
 
 
-def test_decode_pool_too_small_is_a_capacity_error(tmp_path: Path) -> None:
-    _, cfg = _cfg(tmp_path, overrides=("engine.workers.decode.kv_cache.capacity.blocks=10",))
+def test_decode_pool_that_holds_the_prompt_but_not_its_growth_is_a_capacity_error(
+        tmp_path: Path) -> None:
+    """16 blocks of 64 hold the 1024-token prompt but not 1024 + 8 - 1 tokens: no request
+    could finish (AISimulate stops with a replay error), so the config is refused."""
+    _, cfg = _cfg(tmp_path, overrides=("engine.workers.decode.kv_cache.capacity.blocks=16",
+                                       "traffic.source.input_tokens=1024"))
     with pytest.raises(CapacityError, match=r"engine\.workers\.decode\.kv_cache\.capacity\.blocks"):
         resolve_pd(cfg)
+
+
+def test_decode_pool_smaller_than_the_prompt_is_simulated(tmp_path: Path) -> None:
+    """A pool that cannot even take the handoff makes every request fail (simulated, like
+    AISimulate; tests/golden/pd-decode-pool-never-fits pins the figures)."""
+    _, cfg = _cfg(tmp_path, overrides=("engine.workers.decode.kv_cache.capacity.blocks=10",))
+    assert resolve_pd(cfg).decode.num_blocks == 10
 
 
 def test_mtp_with_pd_not_available(tmp_path: Path) -> None:

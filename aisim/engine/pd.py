@@ -11,6 +11,7 @@ import numpy as np
 from aisim import state as st
 from aisim.engine import run as aggregated
 from aisim.engine.interruptible import run_kernel
+from aisim.engine.pool import Pool
 from aisim.engine.run import reset_accumulators, traffic_inputs
 from aisim.engine.spec import EngineSpec, resolve_role
 from aisim.errors import CapacityError, NotAvailableError
@@ -48,6 +49,22 @@ class PDResult:
     ranks_p: st.RankState | None = None  # final rank states (a cut-off run reads open passes)
     ranks_d: st.RankState | None = None
     passes: st.PassLog | None = None  # capture_passes: both pools' passes, role column set
+
+    @property
+    def pools(self) -> list[Pool]:
+        return [Pool("prefill", self.spec.prefill, self.req_p, self.ranks_p),
+                Pool("decode", self.spec.decode, self.req_d, self.ranks_d)]
+
+    @property
+    def requests(self) -> st.RequestState:
+        """The run's view of its requests: decode-side tokens, prefill-side admission facts."""
+        return merged_requests(self)
+
+    @property
+    def handoff_end_ms(self) -> float:
+        """The last KV transfer end processed (before the cut-off, if any)."""
+        xfer = self.pd.xfer_end_ms
+        return float(xfer[xfer <= self.spec.decode.max_time_ms].max(initial=0.0))
 
 
 def resolve_pd(cfg) -> PDSpec:

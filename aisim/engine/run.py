@@ -9,6 +9,7 @@ import numpy as np
 
 from aisim import state as st
 from aisim.engine.interruptible import run_kernel
+from aisim.engine.pool import Pool
 from aisim.engine.spec import EngineSpec
 from aisim.errors import CapacityError
 from aisim.traffic import Traffic
@@ -26,6 +27,17 @@ class SimResult:
     memo: st.TimingMemo | None = None  # op-level runs: the energy accumulators
     passes: st.PassLog | None = None  # capture_passes: one row per rank per pass
     ranks: st.RankState | None = None  # final rank state (a cut-off run reads its open passes)
+
+    @property
+    def pools(self) -> list[Pool]:
+        return [Pool(self.spec.role, self.spec, self.req, self.ranks)]
+
+    @property
+    def requests(self) -> st.RequestState:
+        """The run's view of its requests (the summary's and the records' input)."""
+        return self.req
+
+    handoff_end_ms = 0.0  # no KV handoff between pools
 
 
 def load_engine(spec: EngineSpec) -> None:

@@ -65,16 +65,12 @@ class RequestRecords:
     """The records of one run's terminal requests, in AISimulate's order; iterable (one dict
     at a time) and `batches()` (lists of at most BATCH dicts). Nothing is held but the arrays."""
 
-    def __init__(self, result, run_id: str, disaggregated: bool = False) -> None:
+    def __init__(self, result, run_id: str) -> None:
         self.result = result
         self.run_id = run_id
-        self.disaggregated = disaggregated
-        if disaggregated:
-            from aisim.engine.pd import merged_requests
-
-            self.req = merged_requests(result)
-        else:
-            self.req = result.req
+        # a run of two pools joined by the handoff adds the P/D fields of each record
+        self.disaggregated = len(result.pools) > 1
+        self.req = result.requests
         self.order = terminal_order(self.req)
         n = len(self.req.prompt_len)
         count = int(result.stats.counters[CNT_LOG]) if result.log is not None else 0
