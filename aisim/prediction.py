@@ -149,25 +149,20 @@ def _trimmed(passes):
     return type(passes)(*(a[:rows] for a in passes))
 
 
-_TRAFFIC_FIELDS = ("num_requests", "load", "concurrency", "rate_per_s", "seed", "input_tokens",
-                   "output_tokens", "cached_prefix_tokens")
-
-
 def _shared_plan_and_memo(memos: dict, spec, source_path):
     """This process's op plan for the spec and the memo of its prices. Plans are reused for
-    specs equal outside their traffic; memos are shared by every spec whose plan has the same
-    arrays (equal plans, equal prices), e.g. all points of a concurrency or scheduler sweep."""
-    import dataclasses
-
+    specs with the same plan identity (timing.provider.plan_identity: whatever their traffic or
+    scheduler limits); memos are shared by every spec whose plan has the same arrays (equal
+    plans, equal prices), e.g. all points of a concurrency or scheduler sweep."""
     from aisim.state import allocate_memo
     from aisim.timing.plan_cache import plan_digest
-    from aisim.timing.provider import plan_for
+    from aisim.timing.provider import plan_for, plan_identity
 
-    fields = {k: v for k, v in dataclasses.asdict(spec).items() if k not in _TRAFFIC_FIELDS}
-    spec_key = json.dumps(fields, sort_keys=True, default=str)
+    where = f"{source_path}: engine.workers.{spec.role}"
+    spec_key = plan_identity(spec, where)
     plans = memos.setdefault("plans", {})
     if spec_key not in plans:
-        plan = plan_for(spec, f"{source_path}: engine.workers.{spec.role}")
+        plan = plan_for(spec, where)
         plans[spec_key] = (plan, plan_digest(plan.arrays))
     plan, plan_hash = plans[spec_key]
     shared = memos.setdefault("memos", {})

@@ -144,6 +144,7 @@ def test_shared_memo_gives_the_same_rows(tmp_path: Path) -> None:
     point._MEMOS.clear()
     seqs = "engine.workers.aggregated.scheduler.max_sequences"
     table = aisim.sweep(str(cfg), {seqs: [64, 4, 64]}, jobs=1)
+    assert len(point._MEMOS["plans"]) == 1  # scheduler limits do not enter the plan
     assert len(point._MEMOS["memos"]) == 1  # one plan, one memo for the three points
     lone = [aisim.predict(str(cfg), overrides=[f"{seqs}={v}"]) for v in (64, 4, 64)]
     assert table.column("prediction_sha256").to_pylist() == [r.prediction_sha256 for r in lone]
@@ -160,6 +161,7 @@ def test_disaggregated_points_share_memos_per_role(tmp_path: Path) -> None:
     cfg.write_text(PD_OP_LEVEL)
     point._MEMOS.clear()
     table = aisim.sweep(str(cfg), {CONC: [6, 2, 6]}, jobs=1)
+    assert len(point._MEMOS["plans"]) == 1  # both pools run the same deployment
     assert sorted(role for _, role in point._MEMOS["memos"]) == ["decode", "prefill"]
     lone = [aisim.predict(str(cfg), overrides=[f"{CONC}={v}"]) for v in (6, 2, 6)]
     assert table.column("prediction_sha256").to_pylist() == [r.prediction_sha256 for r in lone]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 
 from aisim.errors import AisimError, NotAvailableError
@@ -37,18 +40,29 @@ def deployment_of(spec) -> Deployment:
                       moe_expert=spec.moe_expert, mode=spec.database_mode, nextn=spec.nextn)
 
 
+def plan_identity(spec, where: str) -> str:
+    """Everything a spec's op plan depends on within one process (model, hardware, the
+    plan-relevant deployment, the table sources): specs with equal identities share one plan,
+    whatever their traffic. The on-disk cache key adds the plan code and the tables' manifest."""
+    model, hardware, deployment, primary_only = _plan_inputs(spec, where)
+    return json.dumps([dataclasses.asdict(model), hardware, vars(deployment), primary_only],
+                      sort_keys=True, default=str)
+
+
+def _plan_inputs(spec, where: str):
+    check_priced(spec.model, where)
+    # enable_shared_layer: false = the requested version's own rows only (docs/timing.md 2.2): no
+    # reuse.yaml donors (small GEMMs, other models' attention shapes), no sibling versions
+    # (DeepSeek then has no fp8_block GEMMs); AISimulate drops them for dense models too
+    return (spec.model, hardware_of(spec, where), deployment_of(spec),
+            spec.enable_shared_layer is False)
+
+
 def plan_for(spec, where: str):
     """The resolved op plan for the spec's model, parallelism, backend and mode."""
     from aisim.timing.tables import load_tables
 
-    model = spec.model
-    check_priced(model, where)
-    hardware = hardware_of(spec, where)
-    deployment = deployment_of(spec)
-    # enable_shared_layer: false = the requested version's own rows only (docs/timing.md 2.2): no
-    # reuse.yaml donors (small GEMMs, other models' attention shapes), no sibling versions
-    # (DeepSeek then has no fp8_block GEMMs); AISimulate drops them for dense models too
-    primary_only = spec.enable_shared_layer is False
+    model, hardware, deployment, primary_only = _plan_inputs(spec, where)
     path = cache_path(model, hardware, {**vars(deployment), "primary_only": primary_only})
     cached = load(path)
     if cached is not None:
