@@ -1,1 +1,2 @@
-"""Op-level pass timing: the op plan (plan.py), its table adapter (tables.py), PassPricer."""
+"""Op-level pass timing: op plans composed per model family (families.py, family_*.py from
+leaf_*.py builders; plan_record.py, plan_cache.py), their tables (tables.py), PassPricer."""
