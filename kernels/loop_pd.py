@@ -10,7 +10,8 @@ worker's next pass boundary, and from then on decodes like any running request.
 At each distinct event time T, until nothing changes: apply the pass completions at T (in
 pass-start order), then the transfer completions, then the arrivals, then execute the queued
 handoff actions FIFO. Then start passes on idle prefill workers with work, then on idle decode
-workers with work.
+workers with work. Closed-loop replacements spawned while T is processed are routed after
+those pass starts, in a second round at T (unlike the aggregated loop).
 """
 
 import numpy as np
@@ -414,6 +415,11 @@ def run_disaggregated(
         if t_next > dp.max_time_ms:
             break  # soft cut-off: passes and transfers in flight never end
         t = t_next
+        # closed loop: a replacement spawned while t is processed is routed only after the
+        # passes starting at t have started (observed: a prefill worker whose pass ends with a
+        # decode pass at t starts its next group pass before the replacement reaches an idle
+        # rank); the loop comes back to t for it
+        spawned_before = stats.counters[CNT_SPAWNED]
         while True:
             changed = False
             # --- pass completions at t, in pass-start order (prefill before decode on ties)
@@ -464,8 +470,8 @@ def run_disaggregated(
                     pd.xfer_list[kept] = q
                     kept += 1
             pd.scalars[PD_XFERS] = kept
-            # --- arrivals at t (closed loop: replacements of requests retired at t)
-            while routed < stats.counters[CNT_SPAWNED] and req_d.arrival_ms[routed] <= t:
+            # --- arrivals at t (open loop) and replacements spawned before t was processed
+            while routed < spawned_before and req_d.arrival_ms[routed] <= t:
                 _enqueue(pd, PDAction.SUBMIT, routed)
                 routed += 1
                 changed = True
