@@ -32,7 +32,6 @@ KNOWN_DEVIATIONS: set[str] = {
     "difftest-rejection-worker-seconds",
     "difftest-mtp-pipeline-decode-pricing",
     "difftest-sol-prefix-context-attention",
-    "difftest-pd-decode-pressure-shared-prefix",
     "difftest-trtllm-full-hit-after-spent-budget",
     "difftest-mtp-near-context-limit",
 }
