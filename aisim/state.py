@@ -321,6 +321,11 @@ PD_FIELDS = (
     Field("act_req", np.int32, "Q", -1, "request index", "request of each queued action"),
     Field("reserve_seq", np.int64, "N", -1, "count",
           "order of the decode-side reservation (deferred activations are applied in it)"),
+    Field("cap_gen", np.int64, "RD", 0, "count",
+          "vLLM: capacity generation of the decode rank (a retirement or preemption there)"),
+    Field("run_mark", np.int32, "RD", 0, "count", "running requests when the decode pass ended"),
+    Field("tried_gen", np.int64, "N", -1, "count",
+          "vLLM: capacity generation of the pending destination's last failed reservation"),
     Field("scalars", np.int64, "6", 0, "count",
           "prefill round robin, decode round robin, transfers in flight, queue head, queue tail,"
           " reservations made"),
@@ -347,6 +352,9 @@ class PDState(NamedTuple):
     act_kind: np.ndarray
     act_req: np.ndarray
     reserve_seq: np.ndarray
+    cap_gen: np.ndarray
+    run_mark: np.ndarray
+    tried_gen: np.ndarray
     scalars: np.ndarray
 
 

@@ -341,3 +341,44 @@ def attach_hits(req, ranks, blocks, pfx_hash, i, r, slot, hits):
         blocks.slot_blocks[slot, j] = b
     blocks.slot_nblk[slot] = hits
     blocks.slot_nhashed[slot] = hits
+
+
+@helper
+def newest_copy(blocks, key):
+    """The most recently cached copy of `key` (-1 if none)."""
+    b = map_find(blocks, key)
+    if b < 0:
+        return b
+    while blocks.dup_next[b] >= 0:
+        b = blocks.dup_next[b]
+    return b
+
+
+@helper
+def probe_destination(req, blocks, pfx_hash, i, r, prompt, block_size, enabled):
+    """P/D destination reservation: like probe_prefix over the whole prompt (cap P / bs), but
+    each block is looked up in its newest copy (observed: a destination hits the copy the
+    latest activation brought, so the retirement of that copy's owner frees no block)."""
+    if not enabled:
+        return 0, 0
+    hits = 0
+    active = 0
+    while hits < prompt // block_size:
+        b = newest_copy(blocks, block_key(req, pfx_hash, i, hits, r))
+        if b < 0:
+            break
+        if blocks.ref[b] > 0:
+            active += 1
+        hits += 1
+    return hits, active
+
+
+@helper
+def attach_destination_hits(req, ranks, blocks, pfx_hash, i, r, slot, hits):
+    """attach_hits with the copies probe_destination found."""
+    for j in range(hits):
+        b = newest_copy(blocks, block_key(req, pfx_hash, i, j, r))
+        ref_hit_block(ranks, blocks, r, b)
+        blocks.slot_blocks[slot, j] = b
+    blocks.slot_nblk[slot] = hits
+    blocks.slot_nhashed[slot] = hits

@@ -10,7 +10,8 @@ worker's next pass boundary, and from then on decodes like any running request.
 At each distinct event time T, until nothing changes: apply the pass completions at T (in
 pass-start order), then the transfer completions, then the arrivals, then execute the queued
 handoff actions FIFO. Then start passes on idle prefill workers with work, then on idle decode
-workers with work.
+workers with work. Closed-loop replacements spawned while T is processed are routed after
+those pass starts, in a second round at T (unlike the aggregated loop).
 """
 
 import numpy as np
@@ -108,7 +109,10 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     """One retry on decode rank r (`_retry` checks first that one is pending and a running slot
     is free): reserve KV for the head pending destination if it fits.
 
-    vLLM: the prompt's blocks (less active prefix hits) must fit in the free blocks. TRT-LLM
+    vLLM: the prompt's blocks (less active prefix hits) must fit in the free blocks. A
+    destination that did not fit is tried again only once the rank's capacity generation has
+    moved on (a request retired or was preempted there), whatever prefix blocks other
+    destinations have materialised meanwhile; every try probes the prefix afresh. TRT-LLM
     reserves to completion: ceil((P + O) / bs) must fit beside what running and reserved
     requests still need; it takes only the prompt blocks and no prefix credit (docs/rules.md 9.3).
     """
@@ -128,12 +132,15 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
         if full > avail:
             return
     else:
+        if pd.tried_gen[q] == pd.cap_gen[r]:
+            return  # tried and failed at this capacity generation
         # the destination computes no prompt token: a fully cached block-aligned prompt needs
         # no transfer at all (observed, tests/golden/pd-dest-full-hit)
-        hits, active = kv.probe_prefix(
-            req, blocks, pfx_hash, q, r, prompt, bs, p.prefix_caching, True
+        hits, active = kv.probe_destination(
+            req, blocks, pfx_hash, q, r, prompt, bs, p.prefix_caching
         )
         if prompt_blocks - active > kv.num_free(ranks, r):
+            pd.tried_gen[q] = pd.cap_gen[r]
             return
     _fifo_pop(pd.dlink, pd.pend_head, pd.pend_tail, r)
     ranks.dest_pending[r] -= 1
@@ -141,7 +148,7 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     slot = blocks.slot_stack[r * ranks.run_list.shape[1] + top]
     ranks.slot_top[r] = top
     req.slot[q] = slot
-    kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits)
+    kv.attach_destination_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits)
     kv.grow_slot(ranks, blocks, r, slot, prompt_blocks, p.num_blocks)
     if p.backend == Backend.TRTLLM:
         pd.trt_need[r] += ceil_div(prompt + req.output_len[q], bs) - prompt_blocks
@@ -249,13 +256,22 @@ def _finish_prefill(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w,
 @helper
 def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
     """Decode pass end: tokens and retirements, a reservation retry per rank, then the
-    activations deferred while the pass ran (each applied one retries again).
+    activations deferred while the pass ran (each applied one retries again). A rank whose
+    pass preempted or retired a request moves on to a new capacity generation first.
 
     Inlined, unlike the prefill pool's: decode passes are ~97% of a P/D run's passes, and an
     out-of-line call copies every array descriptor of its arguments (~90 arrays) per pass."""
+    for d in range(p.dp_size):
+        r = w * p.dp_size + d
+        pd.run_mark[r] = ranks.run_len[r]
+        if ranks.in_pass[r] and ranks.preempted[r]:
+            pd.cap_gen[r] += 1
     loop._finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms)
     for d in range(p.dp_size):
-        _retry(pd, p, req, ranks, blocks, pfx_hash, w * p.dp_size + d, t_ms)
+        r = w * p.dp_size + d
+        if ranks.run_len[r] < pd.run_mark[r]:
+            pd.cap_gen[r] += 1  # a request retired
+        _retry(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
     while pd.dact_head[w] >= 0:
         q = _fifo_pop(pd.dlink, pd.dact_head, pd.dact_tail, w)
         _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms)
@@ -435,6 +451,11 @@ def run_disaggregated(
         if t_next > dp.max_time_ms:
             break  # soft cut-off: passes and transfers in flight never end
         t = t_next
+        # closed loop: a replacement spawned while t is processed is routed only after the
+        # passes starting at t have started (observed: a prefill worker whose pass ends with a
+        # decode pass at t starts its next group pass before the replacement reaches an idle
+        # rank); the loop comes back to t for it
+        spawned_before = stats.counters[CNT_SPAWNED]
         while True:
             changed = False
             # --- pass completions at t, in pass-start order (prefill before decode on ties)
@@ -485,8 +506,8 @@ def run_disaggregated(
                     pd.xfer_list[kept] = q
                     kept += 1
             pd.scalars[PD_XFERS] = kept
-            # --- arrivals at t (closed loop: replacements of requests retired at t)
-            while routed < stats.counters[CNT_SPAWNED] and req_d.arrival_ms[routed] <= t:
+            # --- arrivals at t (open loop) and replacements spawned before t was processed
+            while routed < spawned_before and req_d.arrival_ms[routed] <= t:
                 _enqueue(pd, PDAction.SUBMIT, routed)
                 routed += 1
                 changed = True

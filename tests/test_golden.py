@@ -26,8 +26,6 @@ RTOL = {"polynomial-kv-pressure": 2e-9}
 # comparison still runs, so a scenario that starts to match fails until it is taken off the list.
 # The difftest-* ones are the mismatch classes found by bench/difftest.py (bench/DIFFTEST.md).
 KNOWN_DEVIATIONS: set[str] = {
-    "difftest-pd-equal-pass-end-order",
-    "difftest-pd-decode-pressure-shared-prefix",
 }
 
 
