@@ -313,15 +313,15 @@ def _start_pass_or_idle(
 @helper
 def _execute_actions(
     pd,
-    tp,
+    transfer,
     stats,
-    pp,
+    params_p,
     req_p,
     ranks_p,
     blocks_p,
     workers_p,
     pd_hash,
-    dp,
+    params_d,
     req_d,
     ranks_d,
     blocks_d,
@@ -331,8 +331,8 @@ def _execute_actions(
 ):
     """Run the queued handoff actions FIFO (actions may queue more)."""
     cap = pd.act_kind.shape[0]
-    n_prefill_ranks = pp.num_workers * pp.dp_size
-    n_decode_ranks = dp.num_workers * dp.dp_size
+    n_prefill_ranks = params_p.num_workers * params_p.dp_size
+    n_decode_ranks = params_d.num_workers * params_d.dp_size
     while pd.scalars[PD_Q_HEAD] < pd.scalars[PD_Q_TAIL]:
         h = pd.scalars[PD_Q_HEAD]
         kind = pd.act_kind[h % cap]
@@ -348,50 +348,50 @@ def _execute_actions(
             r = pd.scalars[PD_RR_DECODE] % n_decode_ranks
             pd.scalars[PD_RR_DECODE] += 1
             req_d.rank[q] = r
-            if _never_fits(dp, req_d, q):
+            if _never_fits(params_d, req_d, q):
                 # the request fails when its handoff is asked for; its source KV is freed and,
                 # closed loop, a replacement arrives at once (AISimulate: terminal "failed")
                 req_p.status[q] = ReqStatus.FAILED
                 req_p.terminal_ms[q] = t_ms
-                queues.spawn_next(pp, req_d, stats, t_ms)
+                queues.spawn_next(params_p, req_d, stats, t_ms)
                 _enqueue(pd, PDAction.RELEASE, q)
                 continue
             _fifo_push(pd.dlink, pd.pend_head, pd.pend_tail, r, q)
             ranks_d.dest_pending[r] += 1
-            if not workers_d.busy[r // dp.dp_size]:
-                _retry(pd, dp, req_d, ranks_d, blocks_d, dd_hash, r, t_ms)
+            if not workers_d.busy[r // params_d.dp_size]:
+                _retry(pd, params_d, req_d, ranks_d, blocks_d, dd_hash, r, t_ms)
         elif kind == PDAction.START_TRANSFER:
             delay = 0.0
-            if tp.bandwidth_gb_s > 0.0:
-                tokens = req_d.prompt_len[q] if tp.full_prompt else pd.xfer_tokens[q]
-                delay = tokens * tp.bytes_per_token / (tp.bandwidth_gb_s * 1e9) * 1000.0
+            if transfer.bandwidth_gb_s > 0.0:
+                tokens = req_d.prompt_len[q] if transfer.full_prompt else pd.xfer_tokens[q]
+                delay = tokens * transfer.bytes_per_token / (transfer.bandwidth_gb_s * 1e9) * 1000.0
             pd.xfer_end_ms[q] = t_ms + delay
             n = pd.scalars[PD_XFERS]
             pd.xfer_list[n] = q
             pd.scalars[PD_XFERS] = n + 1
         elif kind == PDAction.ACTIVATE:
-            w = req_d.rank[q] // dp.dp_size
+            w = req_d.rank[q] // params_d.dp_size
             if workers_d.busy[w]:
                 _insert_by_reservation(pd, w, q)
             else:
-                _apply_activation(pd, dp, req_d, ranks_d, blocks_d, dd_hash, q, t_ms)
+                _apply_activation(pd, params_d, req_d, ranks_d, blocks_d, dd_hash, q, t_ms)
         else:
-            w = req_p.rank[q] // pp.dp_size
+            w = req_p.rank[q] // params_p.dp_size
             if workers_p.busy[w]:
                 _fifo_push(pd.plink, pd.drel_head, pd.drel_tail, w, q)
             else:
-                _apply_release(pd, pp, req_p, ranks_p, blocks_p, q, t_ms)
+                _apply_release(pd, params_p, req_p, ranks_p, blocks_p, q, t_ms)
 
 
 @kernel
 def run_disaggregated(
     pd,
-    tp,
+    transfer,
     stats,
     log,
     mtp,
     plog,
-    pp,
+    params_p,
     req_p,
     ranks_p,
     blocks_p,
@@ -399,7 +399,7 @@ def run_disaggregated(
     pd_hash,
     plan_p,
     memo_p,
-    dp,
+    params_d,
     req_d,
     ranks_d,
     blocks_d,
@@ -415,15 +415,15 @@ def run_disaggregated(
     the NoMtp placeholder (MTP in P/D is not available yet).
     """
     n_req = req_d.prompt_len.shape[0]
-    if pp.load_kind == LoadKind.CONCURRENCY:
-        first = min(pp.concurrency, n_req)
+    if params_p.load_kind == LoadKind.CONCURRENCY:
+        first = min(params_p.concurrency, n_req)
         for k in range(first):
             req_d.arrival_ms[k] = 0.0
         stats.counters[CNT_SPAWNED] = first
     else:
         stats.counters[CNT_SPAWNED] = n_req
-    n_wp = pp.num_workers
-    n_wd = dp.num_workers
+    n_wp = params_p.num_workers
+    n_wd = params_d.num_workers
     routed = 0
     t = 0.0
     again = False  # a stalled decode pass reserved a destination: process t once more
@@ -448,7 +448,7 @@ def run_disaggregated(
             again = False
         if t_next == np.inf:
             break
-        if t_next > dp.max_time_ms:
+        if t_next > params_d.max_time_ms:
             break  # soft cut-off: passes and transfers in flight never end
         t = t_next
         # closed loop: a replacement spawned while t is processed is routed only after the
@@ -477,13 +477,13 @@ def run_disaggregated(
                 changed = True
                 if best < n_wp:
                     _finish_prefill(
-                        pd, pp, req_p, ranks_p, blocks_p, workers_p, stats, pd_hash, mtp,
+                        pd, params_p, req_p, ranks_p, blocks_p, workers_p, stats, pd_hash, mtp,
                         np.int64(best), t
                     )
                 else:
                     _finish_decode(
                         pd,
-                        dp,
+                        params_d,
                         req_d,
                         ranks_d,
                         blocks_d,
@@ -515,15 +515,15 @@ def run_disaggregated(
             if pd.scalars[PD_Q_HEAD] < pd.scalars[PD_Q_TAIL]:
                 _execute_actions(
                     pd,
-                    tp,
+                    transfer,
                     stats,
-                    pp,
+                    params_p,
                     req_p,
                     ranks_p,
                     blocks_p,
                     workers_p,
                     pd_hash,
-                    dp,
+                    params_d,
                     req_d,
                     ranks_d,
                     blocks_d,
@@ -536,10 +536,10 @@ def run_disaggregated(
                 break
         # --- start passes: idle prefill workers with work, then idle decode workers
         for w in range(n_wp):
-            if workers_p.busy[w] or not loop.worker_has_work(pp, ranks_p, w):
+            if workers_p.busy[w] or not loop.worker_has_work(params_p, ranks_p, w):
                 continue
             flags = _start_worker(
-                pp,
+                params_p,
                 req_p,
                 ranks_p,
                 blocks_p,
@@ -559,10 +559,10 @@ def run_disaggregated(
             if flags & SCHED_LOG_FULL:
                 return RunResult.LOG_FULL, w
         for w in range(n_wd):
-            if workers_d.busy[w] or not loop.worker_has_work(dp, ranks_d, w):
+            if workers_d.busy[w] or not loop.worker_has_work(params_d, ranks_d, w):
                 continue
             flags = _start_pass_or_idle(
-                dp,
+                params_d,
                 req_d,
                 ranks_d,
                 blocks_d,
@@ -582,7 +582,7 @@ def run_disaggregated(
             if flags & SCHED_LOG_FULL:
                 return RunResult.LOG_FULL, n_wp + w
             if not workers_d.busy[w]:
-                if _retry_stalled(pd, dp, req_d, ranks_d, blocks_d, dd_hash, w, t) > 0:
+                if _retry_stalled(pd, params_d, req_d, ranks_d, blocks_d, dd_hash, w, t) > 0:
                     again = True  # run the reservation's transfer start, then start again
     flush_gaps(stats)
     return RunResult.OK, -1
