@@ -68,13 +68,17 @@ class Result:
         from aisim.output.write import ResultFolder, write_outputs
 
         with ResultFolder(out_dir, overwrite, flag="out_dir") as folder:
-            return write_outputs(folder, dict(self.summary), self.records, self.provenance,
-                                 self._passes)
+            return write_outputs(
+                folder, dict(self.summary), self.records, self.provenance, self._passes
+            )
 
 
 def _not_captured(table: str, flag: str) -> None:
-    warnings.warn(f"Result.{table} is None: this prediction did not capture it; run "
-                  f"aisim.predict(config, {flag}=True)", stacklevel=3)
+    warnings.warn(
+        f"Result.{table} is None: this prediction did not capture it; run "
+        f"aisim.predict(config, {flag}=True)",
+        stacklevel=3,
+    )
 
 
 def override_list(overrides) -> tuple[str, ...]:
@@ -92,12 +96,16 @@ def override_list(overrides) -> tuple[str, ...]:
     try:
         items = tuple(overrides)
     except TypeError:
-        raise ConfigError(f"overrides: expected a list of 'PATH=VALUE' strings or a dict "
-                          f"{{path: value}}, got {type(overrides).__name__}") from None
+        raise ConfigError(
+            f"overrides: expected a list of 'PATH=VALUE' strings or a dict "
+            f"{{path: value}}, got {type(overrides).__name__}"
+        ) from None
     for o in items:
         if not isinstance(o, str):
-            raise ConfigError(f"overrides: {o!r} is not a 'PATH=VALUE' string; give strings "
-                              "or a dict {path: value}")
+            raise ConfigError(
+                f"overrides: {o!r} is not a 'PATH=VALUE' string; give strings "
+                "or a dict {path: value}"
+            )
     return items
 
 
@@ -108,16 +116,20 @@ def _load(config, overrides: tuple[str, ...]):
     from aisim.errors import ConfigError
     from aisim.prediction import config_sha256
 
-    if isinstance(config, Path) or (isinstance(config, str) and "\n" not in config
-                                    and config.strip().endswith((".yaml", ".yml"))):
+    if isinstance(config, Path) or (
+        isinstance(config, str)
+        and "\n" not in config
+        and config.strip().endswith((".yaml", ".yml"))
+    ):
         return load_config(config, overrides), config_sha256(str(config), overrides)
     if isinstance(config, str):
         raw, text = parse_yaml(config, "<config>"), config
     elif isinstance(config, dict):
         raw, text = config, json.dumps(config, sort_keys=True, default=str)
     else:
-        raise ConfigError(f"config: expected a path, a YAML string or a dict, got "
-                          f"{type(config).__name__}")
+        raise ConfigError(
+            f"config: expected a path, a YAML string or a dict, got {type(config).__name__}"
+        )
     if not isinstance(raw, dict):
         raise ConfigError("<config>: the config must be one mapping (traffic:, engine:, ...)")
     h = hashlib.sha256(text.encode())
@@ -127,8 +139,9 @@ def _load(config, overrides: tuple[str, ...]):
     return cfg, h.hexdigest()
 
 
-def predict(config, *, overrides=(), capture_requests: bool = False,
-            capture_passes: bool = False) -> Result:
+def predict(
+    config, *, overrides=(), capture_requests: bool = False, capture_passes: bool = False
+) -> Result:
     """Simulate one deployment (what `aisim predict` does) and return its results."""
     from aisim.output.write import prediction_sha256
     from aisim.prediction import predict_config, provenance
@@ -137,13 +150,24 @@ def predict(config, *, overrides=(), capture_requests: bool = False,
     cfg, digest = _load(config, overrides)
     pred = predict_config(cfg, digest, capture_requests, capture_passes)
     summary = dict(pred.prediction)
-    return Result(summary, prediction_sha256(summary), pred.records, provenance(pred), pred,
-                  pred.passes)
+    return Result(
+        summary, prediction_sha256(summary), pred.records, provenance(pred), pred, pred.passes
+    )
 
 
-def sweep(config, grid=None, *, sweep_file=None, out_dir=None, jobs: int = 1,
-          executor: str = "local", ray_address: str | None = None,
-          capture_requests: bool = False, overrides=(), progress: bool = False):
+def sweep(
+    config,
+    grid=None,
+    *,
+    sweep_file=None,
+    out_dir=None,
+    jobs: int = 1,
+    executor: str = "local",
+    ray_address: str | None = None,
+    capture_requests: bool = False,
+    overrides=(),
+    progress: bool = False,
+):
     """Run a grid of overrides over a base config; returns the sweep table (pyarrow).
 
     grid: {path: [values]} (a cartesian product) and/or sweep_file (product and zip groups).
@@ -166,9 +190,17 @@ def sweep(config, grid=None, *, sweep_file=None, out_dir=None, jobs: int = 1,
     out = Path(out_dir) if out_dir is not None else None
     base = _base_path(config, out)
     bar = Progress(0) if progress else None
-    return run_sweep(base, expand(dims), out, base_overrides=override_list(overrides), jobs=jobs,
-                     executor=executor, ray_address=ray_address,
-                     capture_requests=capture_requests, progress=bar)
+    return run_sweep(
+        base,
+        expand(dims),
+        out,
+        base_overrides=override_list(overrides),
+        jobs=jobs,
+        executor=executor,
+        ray_address=ray_address,
+        capture_requests=capture_requests,
+        progress=bar,
+    )
 
 
 def _base_path(config, out: Path | None) -> str:
@@ -178,8 +210,11 @@ def _base_path(config, out: Path | None) -> str:
 
     import yaml
 
-    if isinstance(config, Path) or (isinstance(config, str) and "\n" not in config
-                                    and config.strip().endswith((".yaml", ".yml"))):
+    if isinstance(config, Path) or (
+        isinstance(config, str)
+        and "\n" not in config
+        and config.strip().endswith((".yaml", ".yml"))
+    ):
         return str(config)
     text = config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=True)
     folder = out if out is not None else Path(tempfile.mkdtemp(prefix="aisim-sweep-"))

@@ -70,30 +70,67 @@ def main() -> None:
 
 
 def _config_options(f):
-    f = click.option("--set", "overrides", multiple=True, metavar="PATH=YAML_VALUE",
-                     help="Override a config value before validation (repeatable).")(f)
-    f = click.option("-c", "--config", "config_path", required=True,
-                     type=click.Path(dir_okay=False),
-                     help="AISimulate-style YAML config.")(f)
+    f = click.option(
+        "--set",
+        "overrides",
+        multiple=True,
+        metavar="PATH=YAML_VALUE",
+        help="Override a config value before validation (repeatable).",
+    )(f)
+    f = click.option(
+        "-c",
+        "--config",
+        "config_path",
+        required=True,
+        type=click.Path(dir_okay=False),
+        help="AISimulate-style YAML config.",
+    )(f)
     return f
 
 
 @main.command()
 @_config_options
-@click.option("--output-dir", "-o", type=click.Path(file_okay=False), default=None,
-              help="Write prediction.json (and per-request files) here.")
+@click.option(
+    "--output-dir",
+    "-o",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write prediction.json (and per-request files) here.",
+)
 @click.option("--overwrite", is_flag=True, help="Replace aisim's files in --output-dir.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True, help="What to print on stdout.")
-@click.option("--capture-per-request", is_flag=True,
-              help="Also write requests.jsonl and requests.parquet (one record per request).")
-@click.option("--capture-passes", is_flag=True,
-              help="Also write passes.parquet (one row per scheduler pass per rank).")
-@click.option("--summary-parquet", is_flag=True,
-              help="Also write summary.parquet (implied by either capture flag).")
-def predict(config_path: str, overrides: tuple[str, ...], output_dir: str | None,
-            overwrite: bool, fmt: str, capture_per_request: bool, capture_passes: bool,
-            summary_parquet: bool) -> None:
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="What to print on stdout.",
+)
+@click.option(
+    "--capture-per-request",
+    is_flag=True,
+    help="Also write requests.jsonl and requests.parquet (one record per request).",
+)
+@click.option(
+    "--capture-passes",
+    is_flag=True,
+    help="Also write passes.parquet (one row per scheduler pass per rank).",
+)
+@click.option(
+    "--summary-parquet",
+    is_flag=True,
+    help="Also write summary.parquet (implied by either capture flag).",
+)
+def predict(
+    config_path: str,
+    overrides: tuple[str, ...],
+    output_dir: str | None,
+    overwrite: bool,
+    fmt: str,
+    capture_per_request: bool,
+    capture_passes: bool,
+    summary_parquet: bool,
+) -> None:
     """Simulate one deployment and report TTFT, TPOT, ITL, E2E latency and throughput."""
     from contextlib import nullcontext
 
@@ -104,21 +141,31 @@ def predict(config_path: str, overrides: tuple[str, ...], output_dir: str | None
 
     if output_dir is None:
         for flag, given, what in (
-                ("--capture-per-request", capture_per_request, "requests.jsonl and "
-                 "requests.parquet"), ("--capture-passes", capture_passes, "passes.parquet"),
-                ("--summary-parquet", summary_parquet, "summary.parquet")):
+            ("--capture-per-request", capture_per_request, "requests.jsonl and requests.parquet"),
+            ("--capture-passes", capture_passes, "passes.parquet"),
+            ("--summary-parquet", summary_parquet, "summary.parquet"),
+        ):
             if given:
                 raise ConfigError(f"{flag} needs --output-dir DIR ({what} go there)")
     cfg = load_config(config_path, overrides)
     folder = ResultFolder(output_dir, overwrite) if output_dir is not None else None
     with folder or nullcontext():
         _note_cold_cache()
-        pred = predict_config(cfg, config_sha256(config_path, overrides),
-                              capture=capture_per_request, capture_passes=capture_passes)
+        pred = predict_config(
+            cfg,
+            config_sha256(config_path, overrides),
+            capture=capture_per_request,
+            capture_passes=capture_passes,
+        )
         if folder is not None:
-            digest = write_outputs(folder, pred.prediction, pred.records, provenance(pred),
-                                   pred.passes, summary=summary_parquet or capture_per_request
-                                   or capture_passes)
+            digest = write_outputs(
+                folder,
+                pred.prediction,
+                pred.records,
+                provenance(pred),
+                pred.passes,
+                summary=summary_parquet or capture_per_request or capture_passes,
+            )
         else:
             digest = prediction_sha256(pred.prediction)
     if fmt == "json":
@@ -137,24 +184,63 @@ def predict(config_path: str, overrides: tuple[str, ...], output_dir: str | None
 
 @main.command()
 @_config_options
-@click.option("--grid", "grids", multiple=True, metavar="PATH=V1,V2,...",
-              help="Swept values of one config path (repeatable: cartesian product).")
-@click.option("--sweep-file", type=click.Path(dir_okay=False), default=None,
-              help="Sweep YAML with product: and zip: groups of PATH: [values].")
-@click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
-              required=True, help="sweep.parquet, points/ and requests/ go here; re-running "
-                                  "into the same folder skips finished points.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Points run at once on this machine [default: the usable cores].")
-@click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
-              show_default=True, help="Where points run (ray needs the aisim-serving[ray] extra).")
-@click.option("--ray-address", default=None, metavar="ADDRESS",
-              help="Ray cluster to join (e.g. ray://host:10001) [default: start a local one].")
-@click.option("--capture-per-request", is_flag=True,
-              help="Also write each point's requests table to requests/point_id=<id>/.")
-def sweep(config_path: str, overrides: tuple[str, ...], grids: tuple[str, ...],
-          sweep_file: str | None, output_dir: Path, jobs: int | None, executor: str,
-          ray_address: str | None, capture_per_request: bool) -> None:
+@click.option(
+    "--grid",
+    "grids",
+    multiple=True,
+    metavar="PATH=V1,V2,...",
+    help="Swept values of one config path (repeatable: cartesian product).",
+)
+@click.option(
+    "--sweep-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Sweep YAML with product: and zip: groups of PATH: [values].",
+)
+@click.option(
+    "--output-dir",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="sweep.parquet, points/ and requests/ go here; re-running "
+    "into the same folder skips finished points.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Points run at once on this machine [default: the usable cores].",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where points run (ray needs the aisim-serving[ray] extra).",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    metavar="ADDRESS",
+    help="Ray cluster to join (e.g. ray://host:10001) [default: start a local one].",
+)
+@click.option(
+    "--capture-per-request",
+    is_flag=True,
+    help="Also write each point's requests table to requests/point_id=<id>/.",
+)
+def sweep(
+    config_path: str,
+    overrides: tuple[str, ...],
+    grids: tuple[str, ...],
+    sweep_file: str | None,
+    output_dir: Path,
+    jobs: int | None,
+    executor: str,
+    ray_address: str | None,
+    capture_per_request: bool,
+) -> None:
     """Run a grid of config overrides; one sweep.parquet row per point."""
     from aisim.errors import ConfigError
     from aisim.sweeps.grid import expand, load_sweep_yaml, parse_grid
@@ -169,9 +255,17 @@ def sweep(config_path: str, overrides: tuple[str, ...], grids: tuple[str, ...],
     if executor == "local" and ray_address:
         raise ConfigError("--ray-address: only with --executor ray")
     points = expand(dims)
-    table = run_sweep(config_path, points, output_dir, base_overrides=overrides,
-                      jobs=jobs or default_jobs(), executor=executor, ray_address=ray_address,
-                      capture_requests=capture_per_request, progress=Progress(len(points)))
+    table = run_sweep(
+        config_path,
+        points,
+        output_dir,
+        base_overrides=overrides,
+        jobs=jobs or default_jobs(),
+        executor=executor,
+        ray_address=ray_address,
+        capture_requests=capture_per_request,
+        progress=Progress(len(points)),
+    )
     failed = sum(1 for s in table.column("status").to_pylist() if s != "ok")
     click.echo(f"{table.num_rows} points ({failed} failed) -> {output_dir / 'sweep.parquet'}")
     if table.num_rows and failed == table.num_rows:
@@ -184,16 +278,40 @@ def sweep(config_path: str, overrides: tuple[str, ...], grids: tuple[str, ...],
 
 @main.command()
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
-@click.option("--kind", type=click.Choice(["pareto", "latency", "timeline"]), multiple=True,
-              help="Which figures [default: pareto + latency for a sweep, timeline for a run].")
-@click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
-              default=None, help="Where the images go [default: beside the source].")
-@click.option("--format", "fmts", type=click.Choice(["png", "svg"]), multiple=True,
-              help="Image formats [default: png and svg].")
-@click.option("--x", "x_column", default=None, metavar="COLUMN",
-              help="Load column of the latency curves [default: the first swept column].")
-def plot(source: Path, kind: tuple[str, ...], output_dir: Path | None,
-         fmts: tuple[str, ...], x_column: str | None) -> None:
+@click.option(
+    "--kind",
+    type=click.Choice(["pareto", "latency", "timeline"]),
+    multiple=True,
+    help="Which figures [default: pareto + latency for a sweep, timeline for a run].",
+)
+@click.option(
+    "--output-dir",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the images go [default: beside the source].",
+)
+@click.option(
+    "--format",
+    "fmts",
+    type=click.Choice(["png", "svg"]),
+    multiple=True,
+    help="Image formats [default: png and svg].",
+)
+@click.option(
+    "--x",
+    "x_column",
+    default=None,
+    metavar="COLUMN",
+    help="Load column of the latency curves [default: the first swept column].",
+)
+def plot(
+    source: Path,
+    kind: tuple[str, ...],
+    output_dir: Path | None,
+    fmts: tuple[str, ...],
+    x_column: str | None,
+) -> None:
     """Figures from a sweep folder / sweep.parquet, or a run folder with passes.parquet."""
     from aisim.plot import plot_source
 
@@ -234,8 +352,11 @@ def _note_cold_cache() -> None:
     from aisim.kernels._jit import cache_is_warm
 
     if not cache_is_warm():
-        click.echo("aisim: compiling simulation kernels (first run of this kind of deployment "
-                   "only; a few minutes)...", err=True)
+        click.echo(
+            "aisim: compiling simulation kernels (first run of this kind of deployment "
+            "only; a few minutes)...",
+            err=True,
+        )
 
 
 def _in_process() -> bool:
@@ -262,19 +383,31 @@ def optable() -> None:
 
 
 @optable.command("build")
-@click.option("--source", required=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Silicon tree: DIR/<hw>.yaml + DIR/<hw>/<family>/<backend>/<version>/*.parquet "
-                   "(or the systems/ folder of aisimulate / aiconfigurator-core).")
+@click.option(
+    "--source",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Silicon tree: DIR/<hw>.yaml + DIR/<hw>/<family>/<backend>/<version>/*.parquet "
+    "(or the systems/ folder of aisimulate / aiconfigurator-core).",
+)
 @click.option("--hardware", default="b200_sxm", show_default=True, help="System name.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Output folder [default: the package's data/optables].")
-@click.option("--target", "targets", multiple=True, metavar="BACKEND:VERSION",
-              help="Backend version to compile (repeatable) [default: vllm:0.24.0, "
-                   "trtllm:1.3.0rc20].")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Output folder [default: the package's data/optables].",
+)
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    metavar="BACKEND:VERSION",
+    help="Backend version to compile (repeatable) [default: vllm:0.24.0, trtllm:1.3.0rc20].",
+)
 @click.option("--origin", default="", help="Where the source tree came from (for PROVENANCE.md).")
-def optable_build(source: Path, hardware: str, out: Path | None, targets: tuple[str, ...],
-                  origin: str) -> None:
+def optable_build(
+    source: Path, hardware: str, out: Path | None, targets: tuple[str, ...], origin: str
+) -> None:
     """Compile the silicon parquet tables into sorted Arrow tables (one per op family)."""
     from aisim.errors import OpTableError
     from aisim.optable.build import DEFAULT_TARGETS, build_optables
@@ -287,22 +420,32 @@ def optable_build(source: Path, hardware: str, out: Path | None, targets: tuple[
             raise OpTableError(f"--target {t!r}: expected BACKEND:VERSION, e.g. vllm:0.24.0")
         pairs.append((backend, version))
     out = out if out is not None else default_root()
-    manifest = build_optables(source, hardware, out, tuple(pairs) or DEFAULT_TARGETS,
-                              origin=origin, log=lambda m: click.echo(m, err=True))
+    manifest = build_optables(
+        source,
+        hardware,
+        out,
+        tuple(pairs) or DEFAULT_TARGETS,
+        origin=origin,
+        log=lambda m: click.echo(m, err=True),
+    )
     total = sum(t["bytes"] for t in manifest["tables"])
-    click.echo(f"wrote {len(manifest['tables'])} tables ({total / 1e6:.2f} MB) to "
-               f"{out / hardware}")
+    click.echo(f"wrote {len(manifest['tables'])} tables ({total / 1e6:.2f} MB) to {out / hardware}")
 
 
 @optable.command("inspect")
 @click.option("--hardware", default="b200_sxm", show_default=True, help="System name.")
 @click.option("--backend", default=None, help="vllm or trtllm [default: every compiled one].")
 @click.option("--version", "version", default=None, help="Backend version [default: all].")
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder holding <hardware>/manifest.json [default: the shipped tables].")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder holding <hardware>/manifest.json [default: the shipped tables].",
+)
 @click.option("--brief", is_flag=True, help="Only the per-family row counts and sources.")
-def optable_inspect(hardware: str, backend: str | None, version: str | None,
-                    root: Path | None, brief: bool) -> None:
+def optable_inspect(
+    hardware: str, backend: str | None, version: str | None, root: Path | None, brief: bool
+) -> None:
     """List what the compiled tables cover: families, rows, key ranges and sources."""
     from aisim.optable.inspect import describe
     from aisim.optable.load import load_optable, read_manifest
@@ -321,23 +464,55 @@ def optable_inspect(hardware: str, backend: str | None, version: str | None,
 
 @main.command()
 @_config_options
-@click.option("--prefill", "prefill", multiple=True, metavar="BATCHxNEW[+PREFIX]",
-              help="Price a prefill pass: BATCH requests of NEW new tokens on a cached PREFIX "
-                   "(repeatable), e.g. 1x1024 or 8x512+512.")
-@click.option("--decode", "decode", multiple=True, metavar="BATCHxCTX",
-              help="Price a decode pass: BATCH requests at context CTX, the decoded token "
-                   "included (repeatable), e.g. 64x1100.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True, help="What to print on stdout.")
-@click.option("--detail", "detail", multiple=True, type=click.Choice(["memory"]),
-              help="Also show the KV-capacity memory model's terms (weights, activations, "
-                   "buffers, KV budget, blocks).")
-@click.option("--role", "role", type=click.Choice(["aggregated", "prefill", "decode"]),
-              default=None, help="The worker role whose deployment prices the passes "
-                                 "(required for a disaggregated config).")
-def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, ...],
-             decode: tuple[str, ...], fmt: str, detail: tuple[str, ...],
-             role: str | None) -> None:
+@click.option(
+    "--prefill",
+    "prefill",
+    multiple=True,
+    metavar="BATCHxNEW[+PREFIX]",
+    help="Price a prefill pass: BATCH requests of NEW new tokens on a cached PREFIX "
+    "(repeatable), e.g. 1x1024 or 8x512+512.",
+)
+@click.option(
+    "--decode",
+    "decode",
+    multiple=True,
+    metavar="BATCHxCTX",
+    help="Price a decode pass: BATCH requests at context CTX, the decoded token "
+    "included (repeatable), e.g. 64x1100.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="What to print on stdout.",
+)
+@click.option(
+    "--detail",
+    "detail",
+    multiple=True,
+    type=click.Choice(["memory"]),
+    help="Also show the KV-capacity memory model's terms (weights, activations, "
+    "buffers, KV budget, blocks).",
+)
+@click.option(
+    "--role",
+    "role",
+    type=click.Choice(["aggregated", "prefill", "decode"]),
+    default=None,
+    help="The worker role whose deployment prices the passes "
+    "(required for a disaggregated config).",
+)
+def estimate(
+    config_path: str,
+    overrides: tuple[str, ...],
+    prefill: tuple[str, ...],
+    decode: tuple[str, ...],
+    fmt: str,
+    detail: tuple[str, ...],
+    role: str | None,
+) -> None:
     """Price single passes of the config's deployment, op by op (op-level timing).
 
     With both --prefill and --decode, also prints the mixed pass: the additive total and the

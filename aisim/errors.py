@@ -81,8 +81,11 @@ class InternalError(click.ClickException):
         super().__init__(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
     def show(self, file=None) -> None:
-        click.echo(f"aisim: internal error: {self.format_message()} (rerun with "
-                   "AISIM_TRACEBACK=1 to see where)", err=True)
+        click.echo(
+            f"aisim: internal error: {self.format_message()} (rerun with "
+            "AISIM_TRACEBACK=1 to see where)",
+            err=True,
+        )
 
 
 class NoRequestsCompleted(click.ClickException):

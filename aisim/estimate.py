@@ -50,14 +50,17 @@ class DecodeShape:
 def parse_prefill(text: str) -> PrefillShape:
     m = _PREFILL_RE.match(text)
     if m is None:
-        raise AisimError(f"--prefill {text!r}: expected BATCHxNEW[+PREFIX], e.g. 1x1024 or "
-                         "8x512+512")
+        raise AisimError(
+            f"--prefill {text!r}: expected BATCHxNEW[+PREFIX], e.g. 1x1024 or 8x512+512"
+        )
     batch, new, prefix = int(m[1]), int(m[2]), int(m[3] or 0)
     if batch < 1:
         raise AisimError(f"--prefill {text!r}: batch must be at least 1")
     if new < 1:
-        raise AisimError(f"--prefill {text!r}: NEW tokens must be at least 1 (the prefix must "
-                         "be shorter than isl = NEW + PREFIX)")
+        raise AisimError(
+            f"--prefill {text!r}: NEW tokens must be at least 1 (the prefix must "
+            "be shorter than isl = NEW + PREFIX)"
+        )
     return PrefillShape(batch, new, prefix)
 
 
@@ -69,8 +72,9 @@ def parse_decode(text: str) -> DecodeShape:
     if batch < 1:
         raise AisimError(f"--decode {text!r}: batch must be at least 1")
     if ctx < 1:
-        raise AisimError(f"--decode {text!r}: context must be at least 1 (it includes the token "
-                         "being decoded)")
+        raise AisimError(
+            f"--decode {text!r}: context must be at least 1 (it includes the token being decoded)"
+        )
     return DecodeShape(batch, ctx)
 
 
@@ -91,21 +95,30 @@ def _pairs(prefills: list, decodes: list) -> list[tuple]:
         return [(prefills[0], d) for d in decodes]
     if len(decodes) == 1:
         return [(p, decodes[0]) for p in prefills]
-    raise AisimError(f"--prefill / --decode: {len(prefills)} and {len(decodes)} shapes cannot be "
-                     "paired into mixed passes; give as many of each, or one of either")
+    raise AisimError(
+        f"--prefill / --decode: {len(prefills)} and {len(decodes)} shapes cannot be "
+        "paired into mixed passes; give as many of each, or one of either"
+    )
 
 
-def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, ...],
-             decode: tuple[str, ...], detail: tuple[str, ...] = (),
-             role: str | None = None) -> dict:
+def estimate(
+    config_path: str,
+    overrides: tuple[str, ...],
+    prefill: tuple[str, ...],
+    decode: tuple[str, ...],
+    detail: tuple[str, ...] = (),
+    role: str | None = None,
+) -> dict:
     """Price every requested pass on one worker role's deployment (`role`: needed for a
     disaggregated config, whose pools differ); the result is what `--format json` prints."""
     prefills = [parse_prefill(s) for s in prefill]
     decodes = [parse_decode(s) for s in decode]
     want_memory = "memory" in detail
     if not prefills and not decodes and not want_memory:
-        raise AisimError("--prefill / --decode: give at least one pass shape, e.g. "
-                         "--prefill 1x1024 --decode 1x1025 (or --detail memory)")
+        raise AisimError(
+            "--prefill / --decode: give at least one pass shape, e.g. "
+            "--prefill 1x1024 --decode 1x1025 (or --detail memory)"
+        )
     mixed = _pairs(prefills, decodes)
 
     from aisim.config import load_config
@@ -117,17 +130,25 @@ def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, .
     memory = None
     if want_memory:
         worker = cfg.engine.workers[spec.role]
-        memory = memory_breakdown(cfg, worker, spec.model, f"{where}.kv_cache.capacity",
-                                  strict=False)
+        memory = memory_breakdown(
+            cfg, worker, spec.model, f"{where}.kv_cache.capacity", strict=False
+        )
     if not prefills and not decodes:
-        return {"config": str(config_path), "model": spec.model.model_id, "passes": [],
-                "mixed": [], "memory": memory.as_dict(), "memory_lines": memory.lines()}
+        return {
+            "config": str(config_path),
+            "model": spec.model.model_id,
+            "passes": [],
+            "mixed": [],
+            "memory": memory.as_dict(),
+            "memory_lines": memory.lines(),
+        }
     if spec.timing != "op_level":
         kind = {"op_level": "default"}.get(spec.timing, spec.timing)
         raise ConfigError(
             f"{where}.timing: aisim estimate prices op-level passes, but the config's timing is "
             f"{{type: {kind}}}; use timing: {{type: default}} (e.g. --set "
-            f"'engine.workers.{spec.role}.timing={{type: default}}')")
+            f"'engine.workers.{spec.role}.timing={{type: default}}')"
+        )
 
     from aisim.timing.pricer import PassPricer
     from aisim.timing.provider import data_version, plan_for
@@ -138,26 +159,51 @@ def estimate(config_path: str, overrides: tuple[str, ...], prefill: tuple[str, .
     for p in prefills:
         ops = pricer.prefill_breakdown(p.batch, p.isl, p.prefix)
         total = pricer.prefill(p.batch, p.isl, p.prefix)
-        passes.append({"kind": "prefill", "shape": p.label(), "batch": p.batch,
-                       "new_tokens": p.new, "prefix_tokens": p.prefix, "isl": p.isl,
-                       "total_ms": total, "ops": _ops(ops, total)})
+        passes.append(
+            {
+                "kind": "prefill",
+                "shape": p.label(),
+                "batch": p.batch,
+                "new_tokens": p.new,
+                "prefix_tokens": p.prefix,
+                "isl": p.isl,
+                "total_ms": total,
+                "ops": _ops(ops, total),
+            }
+        )
     for d in decodes:
         ops = pricer.decode_breakdown(d.batch, d.ctx)
         total = pricer.decode(d.batch, d.ctx)
-        passes.append({"kind": "decode", "shape": d.label(), "batch": d.batch, "ctx": d.ctx,
-                       "total_ms": total, "ops": _ops(ops, total)})
+        passes.append(
+            {
+                "kind": "decode",
+                "shape": d.label(),
+                "batch": d.batch,
+                "ctx": d.ctx,
+                "total_ms": total,
+                "ops": _ops(ops, total),
+            }
+        )
     mixed_out = []
     for p, d in mixed:
         pre = pricer.prefill(p.batch, p.isl, p.prefix)
         dec = pricer.decode(d.batch, d.ctx)
         pre_ns, dec_ns = round_ns(pre), round_ns(dec)
-        mixed_out.append({"prefill": p.label(), "decode": d.label(), "prefill_ms": pre,
-                          "decode_ms": dec, "additive_ms": pre + dec, "prefill_ns": pre_ns,
-                          "decode_ns": dec_ns, "duration_ns": pre_ns + dec_ns,
-                          "duration_ms": (pre_ns + dec_ns) / 1e6,
-                          # what AISimulate's FPM API returns for the same mixed pass
-                          "fpm_3pass_ms": pricer.fpm_mixed((p.batch, p.isl, p.prefix),
-                                                           (d.batch, d.ctx))})
+        mixed_out.append(
+            {
+                "prefill": p.label(),
+                "decode": d.label(),
+                "prefill_ms": pre,
+                "decode_ms": dec,
+                "additive_ms": pre + dec,
+                "prefill_ns": pre_ns,
+                "decode_ns": dec_ns,
+                "duration_ns": pre_ns + dec_ns,
+                "duration_ms": (pre_ns + dec_ns) / 1e6,
+                # what AISimulate's FPM API returns for the same mixed pass
+                "fpm_3pass_ms": pricer.fpm_mixed((p.batch, p.isl, p.prefix), (d.batch, d.ctx)),
+            }
+        )
     return {
         "config": str(config_path),
         "model": spec.model.model_id,
@@ -182,11 +228,14 @@ def _role_spec(cfg, role: str | None):
     if role is None:
         if cfg.engine.mode == "aggregated":
             return resolve(cfg)
-        raise ConfigError(f"--role: {cfg.source_path} is {cfg.engine.mode} (its pools differ); "
-                          f"name the pool to price: --role {' or --role '.join(roles)}")
+        raise ConfigError(
+            f"--role: {cfg.source_path} is {cfg.engine.mode} (its pools differ); "
+            f"name the pool to price: --role {' or --role '.join(roles)}"
+        )
     if role not in cfg.engine.workers:
-        raise ConfigError(f"--role: {cfg.source_path} has no {role!r} worker; its roles: "
-                          f"{', '.join(roles)}")
+        raise ConfigError(
+            f"--role: {cfg.source_path} has no {role!r} worker; its roles: {', '.join(roles)}"
+        )
     if cfg.engine.mode == "aggregated":
         return resolve(cfg)
     from aisim.engine.pd import resolve_pd
@@ -196,8 +245,10 @@ def _role_spec(cfg, role: str | None):
 
 
 def _ops(ops: list[tuple[str, float]], total: float) -> list[dict]:
-    return [{"op": name, "ms": ms, "share_pct": 100.0 * ms / total if total > 0 else 0.0}
-            for name, ms in ops]
+    return [
+        {"op": name, "ms": ms, "share_pct": 100.0 * ms / total if total > 0 else 0.0}
+        for name, ms in ops
+    ]
 
 
 def render_json(result: dict) -> str:
@@ -205,19 +256,25 @@ def render_json(result: dict) -> str:
 
 
 def render_table(result: dict) -> str:
-    memory = [f"KV memory of {result['model']} (per GPU):",
-              *(f"  {line}" for line in result.get("memory_lines", ()))]
+    memory = [
+        f"KV memory of {result['model']} (per GPU):",
+        *(f"  {line}" for line in result.get("memory_lines", ())),
+    ]
     if not result["passes"]:
         return "\n".join(memory)
     pool = "" if result["role"] == "aggregated" else f", {result['role']} workers"
-    lines = [f"{result['model']} on {result['hardware']}, {result['backend']} "
-             f"{result['backend_version']}, TP {result['tensor_parallel']} "
-             f"PP {result['pipeline_parallel']}, {result['database_mode']}{pool} "
-             "(ms per pass per GPU)"]
+    lines = [
+        f"{result['model']} on {result['hardware']}, {result['backend']} "
+        f"{result['backend_version']}, TP {result['tensor_parallel']} "
+        f"PP {result['pipeline_parallel']}, {result['database_mode']}{pool} "
+        "(ms per pass per GPU)"
+    ]
     for ps in result["passes"]:
         if ps["kind"] == "prefill":
-            what = (f"prefill {ps['shape']}: batch {ps['batch']}, {ps['new_tokens']} new "
-                    f"+ {ps['prefix_tokens']} cached prefix (isl {ps['isl']})")
+            what = (
+                f"prefill {ps['shape']}: batch {ps['batch']}, {ps['new_tokens']} new "
+                f"+ {ps['prefix_tokens']} cached prefix (isl {ps['isl']})"
+            )
         else:
             what = f"decode {ps['shape']}: batch {ps['batch']}, context {ps['ctx']}"
         lines += ["", f"{what}: {ps['total_ms']:.9f} ms"]
@@ -227,11 +284,14 @@ def render_table(result: dict) -> str:
             lines.append(f"  {o['op']:<{width}}  {o['ms']:>12.6f}  {o['share_pct']:>7.2f}")
         lines.append(f"  {'total':<{width}}  {ps['total_ms']:>12.6f}  {100.0:>7.2f}")
     for m in result["mixed"]:
-        lines += ["", f"mixed pass prefill {m['prefill']} + decode {m['decode']}: "
-                      f"{m['prefill_ms']:.9f} + {m['decode_ms']:.9f} = {m['additive_ms']:.9f} ms "
-                      f"additive; as simulated {m['prefill_ns']} ns + {m['decode_ns']} ns = "
-                      f"{m['duration_ms']:.6f} ms (FPM API 3-pass composition: "
-                      f"{m['fpm_3pass_ms']:.9f} ms)"]
+        lines += [
+            "",
+            f"mixed pass prefill {m['prefill']} + decode {m['decode']}: "
+            f"{m['prefill_ms']:.9f} + {m['decode_ms']:.9f} = {m['additive_ms']:.9f} ms "
+            f"additive; as simulated {m['prefill_ns']} ns + {m['decode_ns']} ns = "
+            f"{m['duration_ms']:.6f} ms (FPM API 3-pass composition: "
+            f"{m['fpm_3pass_ms']:.9f} ms)",
+        ]
     if "memory_lines" in result:
         lines += ["", *memory]
     return "\n".join(lines)

@@ -39,10 +39,20 @@ _ACT_COEFF: Mapping[str, Mapping[int, float]] = {
 
 # Bytes per element of a GEMM / MoE / KV quantization mode.
 _QUANT_BYTES: Mapping[str, float] = {
-    "bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0,
-    "fp8": 1.0, "fp8_block": 1.0, "fp8_static": 1.0, "int8": 1.0, "int8_wo": 1.0,
+    "bfloat16": 2.0,
+    "bf16": 2.0,
+    "float16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp8_block": 1.0,
+    "fp8_static": 1.0,
+    "int8": 1.0,
+    "int8_wo": 1.0,
     "nvfp4": 0.5625,
-    "int4": 0.5, "int4_wo": 0.5, "mxfp4": 0.5, "w4a16": 0.5,
+    "int4": 0.5,
+    "int4_wo": 0.5,
+    "mxfp4": 0.5,
+    "w4a16": 0.5,
 }
 
 
@@ -51,8 +61,9 @@ def quant_bytes(mode: str, what: str) -> float:
         return _QUANT_BYTES[mode]
     except KeyError:
         known = ", ".join(sorted(_QUANT_BYTES))
-        raise ConfigError(f"engine.{what}: unknown quantization {mode!r}; use one of {known}") \
-            from None
+        raise ConfigError(
+            f"engine.{what}: unknown quantization {mode!r}; use one of {known}"
+        ) from None
 
 
 def model_family(model: ModelArch) -> str:
@@ -61,7 +72,8 @@ def model_family(model: ModelArch) -> str:
         if model.num_experts == 0:
             raise NotAvailableError(
                 f"engine.model: {model.model_id}: MLA without MoE has no memory model; use a "
-                "fixed KV capacity (kv_cache.capacity: {type: fixed, blocks: N})")
+                "fixed KV capacity (kv_cache.capacity: {type: fixed, blocks: N})"
+            )
         return "deepseek_v32" if model.index_n_heads > 0 else "deepseek"
     return "moe" if model.num_experts > 0 else "dense"
 
@@ -73,8 +85,17 @@ def default_quant_modes(model: ModelArch) -> tuple[str, str, str]:
     return "bfloat16", "bfloat16", "bfloat16"
 
 
-def weights_bytes(model: ModelArch, family: str, *, tensor: int, pipeline: int, moe_tensor: int,
-                  moe_expert: int, gemm_bytes: float, moe_bytes: float) -> float:
+def weights_bytes(
+    model: ModelArch,
+    family: str,
+    *,
+    tensor: int,
+    pipeline: int,
+    moe_tensor: int,
+    moe_expert: int,
+    gemm_bytes: float,
+    moe_bytes: float,
+) -> float:
     """Resident weights of one rank (context op list / pp); norms count 0, vocab GEMMs bf16."""
     h, tp = model.hidden_size, tensor
     vocab_tp = (model.vocab_size // tp) * h * 2.0
@@ -82,20 +103,29 @@ def weights_bytes(model: ModelArch, family: str, *, tensor: int, pipeline: int, 
         # every layer priced as an MoE layer (the dense first layers get no special case)
         n_loc = model.num_attention_heads // tp
         qk = model.qk_nope_head_dim + model.qk_rope_head_dim
-        attn = (h * model.q_lora_rank + model.q_lora_rank * n_loc * qk  # q_a, q_b
-                + h * (model.kv_lora_rank + model.qk_rope_head_dim)  # kv_a
-                + model.kv_lora_rank * n_loc * (model.qk_nope_head_dim + model.v_head_dim)
-                + n_loc * model.v_head_dim * h)  # o_proj
+        attn = (
+            h * model.q_lora_rank
+            + model.q_lora_rank * n_loc * qk  # q_a, q_b
+            + h * (model.kv_lora_rank + model.qk_rope_head_dim)  # kv_a
+            + model.kv_lora_rank * n_loc * (model.qk_nope_head_dim + model.v_head_dim)
+            + n_loc * model.v_head_dim * h
+        )  # o_proj
         if family == "deepseek_v32":  # DSA indexer
             attn += model.q_lora_rank * model.index_n_heads * model.index_head_dim
             attn += h * model.index_n_heads
         # shared expert: split by TP for DeepSeek-V3/R1, by moe_tensor for V3.2 [observed]
         shared_split = tp if family == "deepseek" else moe_tensor
-        layer = (attn * gemm_bytes
-                 + 3 * model.moe_intermediate_size * h * model.num_shared_experts * gemm_bytes
-                 / shared_split
-                 + h * model.num_experts * 2.0
-                 + _routed(model, moe_tensor, moe_expert) * moe_bytes)
+        layer = (
+            attn * gemm_bytes
+            + 3
+            * model.moe_intermediate_size
+            * h
+            * model.num_shared_experts
+            * gemm_bytes
+            / shared_split
+            + h * model.num_experts * 2.0
+            + _routed(model, moe_tensor, moe_expert) * moe_bytes
+        )
         # embedding kept whole, LM head split by TP
         vocab = model.vocab_size * h * 2.0 + vocab_tp
         return (model.num_layers * layer + vocab) / pipeline
@@ -104,11 +134,18 @@ def weights_bytes(model: ModelArch, family: str, *, tensor: int, pipeline: int, 
     kv = 2 * -(-model.num_kv_heads // tp) * d
     attn = ((q + kv) * h + h * q) * gemm_bytes  # qkv, o_proj
     if family == "moe":
-        layer = (attn + h * model.num_experts * 2.0
-                 + _routed(model, moe_tensor, moe_expert) * moe_bytes)
+        layer = (
+            attn + h * model.num_experts * 2.0 + _routed(model, moe_tensor, moe_expert) * moe_bytes
+        )
         if model.num_shared_experts:  # none in Qwen3 MoE; split as DeepSeek-V3.2 (unverified)
-            layer += (3 * model.moe_intermediate_size * h * model.num_shared_experts
-                      * gemm_bytes / moe_tensor)
+            layer += (
+                3
+                * model.moe_intermediate_size
+                * h
+                * model.num_shared_experts
+                * gemm_bytes
+                / moe_tensor
+            )
         return (model.num_layers * layer + vocab_tp) / pipeline  # one vocab GEMM
     inter = model.intermediate_size / tp
     layer = attn + (2 * inter * h + h * inter) * gemm_bytes  # gate+up, down
@@ -116,34 +153,60 @@ def weights_bytes(model: ModelArch, family: str, *, tensor: int, pipeline: int, 
 
 
 def _routed(model: ModelArch, moe_tensor: int, moe_expert: int) -> float:
-    return 3 * model.hidden_size * model.moe_intermediate_size * model.num_experts / (
-        moe_tensor * moe_expert)
+    return (
+        3
+        * model.hidden_size
+        * model.moe_intermediate_size
+        * model.num_experts
+        / (moe_tensor * moe_expert)
+    )
 
 
-def activations_bytes(model: ModelArch, family: str, *, tensor: int, attention_data: int,
-                      moe_expert: int, max_batched_tokens: int) -> float:
+def activations_bytes(
+    model: ModelArch,
+    family: str,
+    *,
+    tensor: int,
+    attention_data: int,
+    moe_expert: int,
+    max_batched_tokens: int,
+) -> float:
     """Activation workspace from the pass token budget T alone, floored at 70 MiB."""
     coeffs = _ACT_COEFF["dense" if family == "dense" else "moe"]
     key = min(tensor, 8)
     if key not in coeffs:
         raise NotAvailableError(
             f"engine.workers.*.parallelism.tensor: {tensor} has no activation coefficient in "
-            "the memory model (tensor 1, 2, 4 or >= 8); use a fixed KV capacity")
+            "the memory model (tensor 1, 2, 4 or >= 8); use a fixed KV capacity"
+        )
     t = max_batched_tokens
     hd = model.num_attention_heads * model.head_dim  # head_dim: hidden/heads for DeepSeek
     act = 2 * t * hd * coeffs[key]
     if family in ("deepseek", "deepseek_v32"):
-        act += (t * hd * attention_data * model.num_experts * model.num_experts_per_tok
-                / moe_expert / 128 * 4)
+        act += (
+            t
+            * hd
+            * attention_data
+            * model.num_experts
+            * model.num_experts_per_tok
+            / moe_expert
+            / 128
+            * 4
+        )
     return max(act, float(ACTIVATION_FLOOR_BYTES))
 
 
-def kv_bytes_per_token(model: ModelArch, family: str, *, tensor: int, kv_bytes: float,
-                       decode_context: int = 1) -> float:
+def kv_bytes_per_token(
+    model: ModelArch, family: str, *, tensor: int, kv_bytes: float, decode_context: int = 1
+) -> float:
     """KV bytes of one token on one rank: the whole model's layers (not divided by pp)."""
     if family == "deepseek_v32":
-        per_layer = (model.kv_lora_rank * kv_bytes + model.qk_rope_head_dim * 2
-                     + model.index_head_dim + -(-model.index_head_dim // 128) * 4)
+        per_layer = (
+            model.kv_lora_rank * kv_bytes
+            + model.qk_rope_head_dim * 2
+            + model.index_head_dim
+            + -(-model.index_head_dim // 128) * 4
+        )
     elif family == "deepseek":
         per_layer = (model.kv_lora_rank + model.qk_rope_head_dim) * kv_bytes
     else:
@@ -156,8 +219,14 @@ def checkpoint_kv_bytes_per_token(model: ModelArch, tensor: int) -> int:
     """KV bytes per token on one rank at the checkpoint's default KV dtype (bytes_per_token:
     auto); dense, MoE and MLA models alike."""
     kv_q = default_quant_modes(model)[2]
-    return int(kv_bytes_per_token(model, model_family(model), tensor=tensor,
-                                  kv_bytes=quant_bytes(kv_q, "kvcache_quant_mode")))
+    return int(
+        kv_bytes_per_token(
+            model,
+            model_family(model),
+            tensor=tensor,
+            kv_bytes=quant_bytes(kv_q, "kvcache_quant_mode"),
+        )
+    )
 
 
 def transfer_kv_bytes_per_token(model: ModelArch, tensor: int) -> int:
@@ -167,8 +236,9 @@ def transfer_kv_bytes_per_token(model: ModelArch, tensor: int) -> int:
     keys), at prefill TP 1 and 8]."""
     family = model_family(model)
     if family in ("deepseek", "deepseek_v32"):
-        return int(model.num_layers * (model.kv_lora_rank + model.qk_rope_head_dim)
-                   * model.dtype_bytes)
+        return int(
+            model.num_layers * (model.kv_lora_rank + model.qk_rope_head_dim) * model.dtype_bytes
+        )
     return int(kv_bytes_per_token(model, family, tensor=tensor, kv_bytes=model.dtype_bytes))
 
 
@@ -222,7 +292,7 @@ class MemoryBreakdown:
     def lines(self) -> list[str]:
         """A small table of the terms, for ``aisim estimate --detail memory``."""
         gib = 1024.0**3
-        rule = ("f x GPU - non-KV" if self.backend == "vllm" else "(GPU - non-KV) x f")
+        rule = "f x GPU - non-KV" if self.backend == "vllm" else "(GPU - non-KV) x f"
         rows = [
             ("GPU memory", self.gpu_memory_bytes),
             ("weights", self.weights_bytes),
@@ -235,8 +305,10 @@ class MemoryBreakdown:
         ]
         out = [f"KV capacity per rank ({self.backend}, {self.family} model)"]
         out += [f"  {name:<40} {_int(v):>17,d} B  {v / gib:9.3f} GiB" for name, v in rows]
-        out.append(f"  {'KV bytes per token (' + self.kv_quant_mode + ')':<40} "
-                   f"{_int(self.kv_bytes_per_token):>17,d} B")
+        out.append(
+            f"  {'KV bytes per token (' + self.kv_quant_mode + ')':<40} "
+            f"{_int(self.kv_bytes_per_token):>17,d} B"
+        )
         out.append(f"  {'KV tokens':<40} {self.kv_tokens:>17,d}")
         out.append(f"  {f'KV blocks of {self.block_size} tokens':<40} {self.blocks:>17,d}")
         return out
@@ -289,7 +361,8 @@ def kv_blocks_from_memory(
     if backend not in ("vllm", "trtllm"):
         raise NotAvailableError(
             f"{where}: the default KV capacity is built for vLLM and TRT-LLM, not {backend!r}; "
-            "use {type: fixed, blocks: N}")
+            "use {type: fixed, blocks: N}"
+        )
     family = model_family(model)
     gemm_q, moe_q, kv_q = default_quant_modes(model)
     gemm_q = gemm_quant_mode or gemm_q
@@ -301,15 +374,32 @@ def kv_blocks_from_memory(
     cap = gpu_memory_bytes
     g = int(cuda_graph_reserved_bytes)
 
-    w = weights_bytes(model, family, tensor=tensor, pipeline=pipeline, moe_tensor=moe_tensor,
-                      moe_expert=moe_expert, gemm_bytes=quant_bytes(gemm_q, "gemm_quant_mode"),
-                      moe_bytes=quant_bytes(moe_q, "moe_quant_mode"))
-    a = activations_bytes(model, family, tensor=tensor, attention_data=attention_data,
-                          moe_expert=moe_expert, max_batched_tokens=max_batched_tokens)
+    w = weights_bytes(
+        model,
+        family,
+        tensor=tensor,
+        pipeline=pipeline,
+        moe_tensor=moe_tensor,
+        moe_expert=moe_expert,
+        gemm_bytes=quant_bytes(gemm_q, "gemm_quant_mode"),
+        moe_bytes=quant_bytes(moe_q, "moe_quant_mode"),
+    )
+    a = activations_bytes(
+        model,
+        family,
+        tensor=tensor,
+        attention_data=attention_data,
+        moe_expert=moe_expert,
+        max_batched_tokens=max_batched_tokens,
+    )
     n = int(nccl[min(tensor, 8)])
-    kv_tok = kv_bytes_per_token(model, family, tensor=tensor,
-                                kv_bytes=quant_bytes(kv_q, "kvcache_quant_mode"),
-                                decode_context=decode_context or 1)
+    kv_tok = kv_bytes_per_token(
+        model,
+        family,
+        tensor=tensor,
+        kv_bytes=quant_bytes(kv_q, "kvcache_quant_mode"),
+        decode_context=decode_context or 1,
+    )
     non_kv = w + r + n + 0 + a  # float64, in this order
     non_kv = non_kv + g
     if backend == "vllm":
@@ -318,30 +408,47 @@ def kv_blocks_from_memory(
         budget = (cap - non_kv) * f  # free_gpu_memory_fraction: f of what is left
     tokens = max(0, int(budget // kv_tok))
     est = MemoryBreakdown(
-        backend=backend, family=family, gpu_memory_bytes=cap, memory_fraction=f,
-        weights_bytes=w, activations_bytes=a, comm_overhead_bytes=n,
-        runtime_overhead_bytes=r, reserved_bytes=0, cuda_graph_reserved_bytes=g,
-        non_kv_bytes=non_kv, kv_budget_bytes=budget, kv_bytes_per_token=kv_tok,
-        kv_quant_mode=kv_q, kv_tokens=tokens, block_size=block_size,
-        blocks=tokens // block_size)
+        backend=backend,
+        family=family,
+        gpu_memory_bytes=cap,
+        memory_fraction=f,
+        weights_bytes=w,
+        activations_bytes=a,
+        comm_overhead_bytes=n,
+        runtime_overhead_bytes=r,
+        reserved_bytes=0,
+        cuda_graph_reserved_bytes=g,
+        non_kv_bytes=non_kv,
+        kv_budget_bytes=budget,
+        kv_bytes_per_token=kv_tok,
+        kv_quant_mode=kv_q,
+        kv_tokens=tokens,
+        block_size=block_size,
+        blocks=tokens // block_size,
+    )
     return check_kv_memory(est, where) if strict else est
 
 
 def check_kv_memory(est: MemoryBreakdown, where: str) -> MemoryBreakdown:
     """CapacityError when the non-KV memory leaves no KV budget or the budget holds no block."""
     if est.kv_budget_bytes <= 0:
-        limit = (f"{est.memory_fraction:g} x {est.gpu_memory_bytes:,}"
-                 if est.backend == "vllm" else f"{est.gpu_memory_bytes:,}")
+        limit = (
+            f"{est.memory_fraction:g} x {est.gpu_memory_bytes:,}"
+            if est.backend == "vllm"
+            else f"{est.gpu_memory_bytes:,}"
+        )
         raise CapacityError(
             f"{where}: no KV budget: the non-KV memory of a GPU, {int(est.non_kv_bytes):,} bytes "
             f"(weights {int(est.weights_bytes):,}, activations {int(est.activations_bytes):,}, "
             f"communication {est.comm_overhead_bytes:,}, runtime {est.runtime_overhead_bytes:,}"
             f", CUDA graphs {est.cuda_graph_reserved_bytes:,}), reaches the {est.backend} limit "
             f"{limit} bytes; raise tensor, pipeline, moe_expert or memory_fraction, or lower "
-            "max_batched_tokens / cuda_graph_reserved_bytes")
+            "max_batched_tokens / cuda_graph_reserved_bytes"
+        )
     if est.blocks < 1:
         raise CapacityError(
             f"{where}: the KV budget of {int(est.kv_budget_bytes):,} bytes holds "
             f"{est.kv_tokens} tokens, not one block of {est.block_size}; raise memory_fraction "
-            "or lower cuda_graph_reserved_bytes")
+            "or lower cuda_graph_reserved_bytes"
+        )
     return est

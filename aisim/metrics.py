@@ -29,8 +29,14 @@ _ALPHA = 0.001
 _GAMMA = 1.0 + 2.0 * _ALPHA / (1.0 - _ALPHA)
 _LOG_GAMMA = math.log1p(2.0 * _ALPHA / (1.0 - _ALPHA))
 STAT_KEYS = ("mean", "min", "max", "std", "median", "p75", "p90", "p95", "p99")
-STAT_NAMES = ("ttft_ms", "ttst_ms", "tpot_ms", "e2e_latency_ms", "itl_ms",
-              "output_token_throughput_per_user")
+STAT_NAMES = (
+    "ttft_ms",
+    "ttst_ms",
+    "tpot_ms",
+    "e2e_latency_ms",
+    "itl_ms",
+    "output_token_throughput_per_user",
+)
 
 
 def _round_half_away(x: float) -> int:
@@ -127,14 +133,18 @@ def request_samples(req, completed):
     yield "e2e_latency_ms", e2e if all1 else e2e[has1]
 
 
-GOODPUT_KEYS = ("goodput_completed_requests", "goodput_request_throughput_rps",
-                "goodput_output_throughput_tok_s")
+GOODPUT_KEYS = (
+    "goodput_completed_requests",
+    "goodput_request_throughput_rps",
+    "goodput_output_throughput_tok_s",
+)
 
 
 def sla_is_set(sla) -> bool:
     """AISimulate reports goodput only when at least one SLA bound is given (`sla: {}` is none)."""
     return sla is not None and any(
-        getattr(sla, key) is not None for key in ("ttft_ms", "itl_ms", "e2e_ms"))
+        getattr(sla, key) is not None for key in ("ttft_ms", "itl_ms", "e2e_ms")
+    )
 
 
 def goodput_fields(req, completed, duration_s: float, sla) -> dict:
@@ -163,9 +173,11 @@ def goodput_fields(req, completed, duration_s: float, sla) -> dict:
         good &= (ntok <= 1) | (mean_itl <= sla.itl_ms)
     n_good = int(np.count_nonzero(good))
     good_tokens = int(ntok[good].sum())
-    return {"goodput_completed_requests": n_good,
-            "goodput_request_throughput_rps": n_good / duration_s,
-            "goodput_output_throughput_tok_s": good_tokens / duration_s}
+    return {
+        "goodput_completed_requests": n_good,
+        "goodput_request_throughput_rps": n_good / duration_s,
+        "goodput_output_throughput_tok_s": good_tokens / duration_s,
+    }
 
 
 def summarize(result, sla=None) -> dict:
@@ -199,12 +211,12 @@ def summarize(result, sla=None) -> dict:
         # passes still in flight at the cut-off: the kernels counted their prompt tokens when
         # scheduled, AISimulate counts them when the pass ends, which these never do
         out["committed_prefill_tokens"] -= sum(
-            _open_pass_prefill(pool.req, pool.ranks) for pool in pools if pool.role != "decode")
+            _open_pass_prefill(pool.req, pool.ranks) for pool in pools if pool.role != "decode"
+        )
     reused_max = int(req.reused_max[completed].sum())
     reused_first = int(req.reused_first[completed].sum())
     out["prefix_cache_reused_ratio"] = reused_max / total_in if total_in else 0.0
-    out["first_admission_prefix_cache_reused_ratio"] = (
-        reused_first / total_in if total_in else 0.0)
+    out["first_admission_prefix_cache_reused_ratio"] = reused_first / total_in if total_in else 0.0
     out["kv_eviction_policy"] = "lru"
     clock_s = _billed_clock_ms(req, [pool.ranks for pool in pools], result.handoff_end_ms) / 1000.0
     if n_done:
@@ -213,7 +225,9 @@ def summarize(result, sla=None) -> dict:
     for pool in pools:
         # the aggregated pool reports under the decode fields (AISimulate's convention)
         billed["prefill" if pool.role == "prefill" else "decode"] = (
-            pool.spec.gpus_per_worker, pool.spec.replicas * clock_s)
+            pool.spec.gpus_per_worker,
+            pool.spec.replicas * clock_s,
+        )
     (pg, prefill_s), (dg, decode_s) = billed["prefill"], billed["decode"]
     out["prefill_gpus_per_worker"] = pg
     out["decode_gpus_per_worker"] = dg
@@ -221,8 +235,13 @@ def summarize(result, sla=None) -> dict:
     out["decode_worker_seconds"] = decode_s
     out["gpu_hours"] = (prefill_s * pg + decode_s * dg) / 3600.0
     if n_done == 0:
-        for key in ("duration_ms", "request_throughput_rps", "input_throughput_tok_s",
-                    "output_throughput_tok_s", "total_throughput_tok_s"):
+        for key in (
+            "duration_ms",
+            "request_throughput_rps",
+            "input_throughput_tok_s",
+            "output_throughput_tok_s",
+            "total_throughput_tok_s",
+        ):
             out[key] = None
         for name in STAT_NAMES:
             for key in STAT_KEYS:
@@ -236,7 +255,8 @@ def summarize(result, sla=None) -> dict:
         out["stop_reason"] = "no_completed_requests"
         out["diagnostic"] = (
             "No requests completed; serving latency and throughput are unavailable. Check KV "
-            "capacity against request lengths, context limits, and traffic stop limits.")
+            "capacity against request lengths, context limits, and traffic stop limits."
+        )
         return out
     out["duration_ms"] = duration_ms
     out["request_throughput_rps"] = n_done / duration_s
@@ -255,8 +275,9 @@ def summarize(result, sla=None) -> dict:
         out.update(_exact_stats(name, values))
         del values
     out.update(_sketch_stats("itl_ms", stats.acc[0], stats.cnt[0], stats.bins[0]))
-    out.update(_sketch_stats("output_token_throughput_per_user", stats.acc[1], stats.cnt[1],
-                             stats.bins[1]))
+    out.update(
+        _sketch_stats("output_token_throughput_per_user", stats.acc[1], stats.cnt[1], stats.bins[1])
+    )
     return out
 
 

@@ -142,14 +142,24 @@ def checkpoint_quantization(raw: dict, hf_quant: dict | None) -> tuple[str, str,
         qcfg = raw["quantization_config"]
         qcfg = qcfg if isinstance(qcfg, dict) else {}
     else:  # the hf_quant_config.json stands in for a missing quantization_config
-        qcfg = {"quant_method": hf.get("quant_algo") or hf.get("quantization_algo"),
-                "kv_cache_quant_method": hf.get("kv_cache_quant_algo")}
-    weights = _lower(hf.get("quant_algo") or qcfg.get("quant_algo") or qcfg.get("quant_method")
-                     or qcfg.get("quantization_method"))
+        qcfg = {
+            "quant_method": hf.get("quant_algo") or hf.get("quantization_algo"),
+            "kv_cache_quant_method": hf.get("kv_cache_quant_algo"),
+        }
+    weights = _lower(
+        hf.get("quant_algo")
+        or qcfg.get("quant_algo")
+        or qcfg.get("quant_method")
+        or qcfg.get("quantization_method")
+    )
     if weights == "fp8" and qcfg.get("weight_block_size"):
         weights = "fp8_block"
-    kv = _kv_dtype(hf.get("kv_cache_quant_algo") or qcfg.get("kv_cache_quant_algo")
-                   or qcfg.get("kv_cache_quant_method") or qcfg.get("kv_cache_dtype"))
+    kv = _kv_dtype(
+        hf.get("kv_cache_quant_algo")
+        or qcfg.get("kv_cache_quant_algo")
+        or qcfg.get("kv_cache_quant_method")
+        or qcfg.get("kv_cache_dtype")
+    )
     scheme = qcfg.get("kv_cache_scheme")
     if not kv and isinstance(scheme, dict):
         kind, bits = _lower(scheme.get("type")), scheme.get("num_bits")
@@ -157,8 +167,11 @@ def checkpoint_quantization(raw: dict, hf_quant: dict | None) -> tuple[str, str,
             kv = "fp8"
         elif kind == "float" and isinstance(bits, int) and bits >= 16:
             kv = "bfloat16"
-    from_hf = bool(hf.get("quant_algo") or hf.get("kv_cache_quant_algo")
-                   or ("quantization_config" not in raw and hf.get("quantization_algo")))
+    from_hf = bool(
+        hf.get("quant_algo")
+        or hf.get("kv_cache_quant_algo")
+        or ("quantization_config" not in raw and hf.get("quantization_algo"))
+    )
     where = "" if not (weights or kv) else HF_QUANT_FILE if from_hf else "quantization_config"
     return weights, kv, where
 
@@ -176,8 +189,10 @@ def _read_config(model: str, field: str, base_dir: Path | None) -> tuple[dict, d
     shipped = resources.files("aisim.data") / "models" / f"{stem}_config.json"
     if shipped.is_file():
         quant = resources.files("aisim.data") / "models" / f"{stem}_{HF_QUANT_FILE}"
-        return (json.loads(shipped.read_text()),
-                json.loads(quant.read_text()) if quant.is_file() else None)
+        return (
+            json.loads(shipped.read_text()),
+            json.loads(quant.read_text()) if quant.is_file() else None,
+        )
     path = Path(model)
     if base_dir is not None and not path.is_absolute():
         path = base_dir / path

@@ -24,8 +24,10 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise AisimError("aisim plot needs matplotlib: pip install 'aisim-serving[plot]' (in a "
-                         "checkout: pip install -e '.[plot]')") from None
+        raise AisimError(
+            "aisim plot needs matplotlib: pip install 'aisim-serving[plot]' (in a "
+            "checkout: pip install -e '.[plot]')"
+        ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -48,13 +50,12 @@ def _ok_rows(table) -> dict[str, np.ndarray]:
     rows = table.filter(np.array([s == "ok" for s in table.column("status").to_pylist()]))
     if rows.num_rows == 0:
         raise AisimError("plot: the sweep has no successful point to draw")
-    return {name: rows.column(name).to_numpy(zero_copy_only=False)
-            for name in rows.column_names}
+    return {name: rows.column(name).to_numpy(zero_copy_only=False) for name in rows.column_names}
 
 
 def swept_columns(table) -> list[str]:
     names = table.column_names
-    return names[names.index("point_id") + 1:names.index("status")]
+    return names[names.index("point_id") + 1 : names.index("status")]
 
 
 def pareto_front(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -97,8 +98,9 @@ def plot_pareto(table, out_dir: Path, fmts, stem: str = "pareto") -> list[Path]:
     return paths
 
 
-def plot_latency(table, out_dir: Path, fmts, x_column: str | None = None,
-                 stem: str = "latency") -> list[Path]:
+def plot_latency(
+    table, out_dir: Path, fmts, x_column: str | None = None, stem: str = "latency"
+) -> list[Path]:
     plt = _pyplot()
     swept = swept_columns(table)
     x_column = x_column or (swept[0] if swept else None)
@@ -108,15 +110,17 @@ def plot_latency(table, out_dir: Path, fmts, x_column: str | None = None,
     others = [c for c in swept if c != x_column]
     keys = [tuple(cols[c][i] for c in others) for i in range(len(cols[x_column]))]
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
-    for ax, metric, label in zip(axes, ("ttft_ms", "itl_ms", "e2e_latency_ms"),
-                                 ("TTFT (ms)", "ITL (ms)", "end-to-end latency (ms)"),
-                                 strict=True):
+    for ax, metric, label in zip(
+        axes,
+        ("ttft_ms", "itl_ms", "e2e_latency_ms"),
+        ("TTFT (ms)", "ITL (ms)", "end-to-end latency (ms)"),
+        strict=True,
+    ):
         for key in sorted(set(keys), key=str):
             idx = np.array([i for i, k in enumerate(keys) if k == key])
             xs = np.asarray(cols[x_column][idx], float)
             order = np.argsort(xs)
-            name = ", ".join(f"{c.split('.')[-1]}={v}" for c, v in zip(others, key,
-                                                                         strict=True))
+            name = ", ".join(f"{c.split('.')[-1]}={v}" for c, v in zip(others, key, strict=True))
             for stat, style in (("mean", "-"), ("p90", "--")):
                 ys = np.asarray(cols[f"{stat}_{metric}"][idx], float)[order]
                 ax.plot(xs[order], ys, style, marker=".", label=f"{stat} {name}".strip())
@@ -139,24 +143,42 @@ def _binned(t: np.ndarray, values: dict[str, np.ndarray], bins: int):
     count = np.bincount(which, minlength=bins)
     used = count > 0
     centers = ((edges[:-1] + edges[1:]) / 2)[used]
-    return centers, {k: (np.bincount(which, weights=v.astype(float), minlength=bins)[used]
-                         / count[used]) for k, v in values.items()}
+    return centers, {
+        k: (np.bincount(which, weights=v.astype(float), minlength=bins)[used] / count[used])
+        for k, v in values.items()
+    }
 
 
-def plot_timeline(passes, out_dir: Path, fmts, stem: str = "timeline",
-                  title: str | None = None) -> list[Path]:
+def plot_timeline(
+    passes, out_dir: Path, fmts, stem: str = "timeline", title: str | None = None
+) -> list[Path]:
     plt = _pyplot()
     if passes.num_rows == 0:
         raise AisimError("plot: passes.parquet has no rows")
-    col = {n: passes.column(n).to_numpy(zero_copy_only=False) for n in
-           ("start_ms", "num_prefill", "num_decode", "kv_blocks_used", "kv_blocks_cached",
-            "waiting", "running")}
+    col = {
+        n: passes.column(n).to_numpy(zero_copy_only=False)
+        for n in (
+            "start_ms",
+            "num_prefill",
+            "num_decode",
+            "kv_blocks_used",
+            "kv_blocks_cached",
+            "waiting",
+            "running",
+        )
+    }
     t = col.pop("start_ms") / 1000.0
     if len(t) > _TIMELINE_BINS:
         t, col = _binned(t, col, _TIMELINE_BINS)
     fig, axes = plt.subplots(3, 1, figsize=(10, 7.5), sharex=True)
-    axes[0].stackplot(t, col["num_decode"], col["num_prefill"], labels=("decode", "prefill"),
-                      colors=("#1f77b4", "#ff7f0e"), step="post")
+    axes[0].stackplot(
+        t,
+        col["num_decode"],
+        col["num_prefill"],
+        labels=("decode", "prefill"),
+        colors=("#1f77b4", "#ff7f0e"),
+        step="post",
+    )
     axes[0].set_ylabel("requests in pass")
     axes[0].legend(loc="upper right", fontsize=8)
     axes[1].plot(t, col["kv_blocks_used"], label="used", drawstyle="steps-post")
@@ -170,17 +192,20 @@ def plot_timeline(passes, out_dir: Path, fmts, stem: str = "timeline",
     axes[2].legend(loc="upper right", fontsize=8)
     for ax in axes:
         ax.grid(alpha=0.3)
-    fig.suptitle("Scheduler timeline" + (f", {title} pool" if title else "")
-                 + (" (time-binned means)" if len(t) >= 2 and passes.num_rows > _TIMELINE_BINS
-                    else ""))
+    fig.suptitle(
+        "Scheduler timeline"
+        + (f", {title} pool" if title else "")
+        + (" (time-binned means)" if len(t) >= 2 and passes.num_rows > _TIMELINE_BINS else "")
+    )
     fig.tight_layout()
     paths = _save(fig, out_dir, stem, fmts)
     plt.close(fig)
     return paths
 
 
-def plot_source(source: Path, kinds, out_dir: Path | None, fmts,
-                x_column: str | None = None) -> list[Path]:
+def plot_source(
+    source: Path, kinds, out_dir: Path | None, fmts, x_column: str | None = None
+) -> list[Path]:
     """The CLI entry: figure out what `source` holds and draw the asked (or default) kinds."""
     import pyarrow.parquet as pq
 
@@ -191,22 +216,30 @@ def plot_source(source: Path, kinds, out_dir: Path | None, fmts,
     has_sweep = sweep.is_file() and (source.is_dir() or source == sweep)
     has_passes = passes.is_file() and (source.is_dir() or source == passes)
     kinds = tuple(kinds) or (("pareto", "latency") if has_sweep else ()) + (
-        ("timeline",) if has_passes else ())
+        ("timeline",) if has_passes else ()
+    )
     if not kinds:
-        raise AisimError(f"plot: {source} holds neither sweep.parquet nor passes.parquet "
-                         "(run aisim sweep, or aisim predict --capture-passes)")
+        raise AisimError(
+            f"plot: {source} holds neither sweep.parquet nor passes.parquet "
+            "(run aisim sweep, or aisim predict --capture-passes)"
+        )
     paths: list[Path] = []
     for kind in kinds:
         if kind in ("pareto", "latency"):
             if not sweep.is_file():
                 raise AisimError(f"plot --kind {kind}: no sweep.parquet in {folder}")
             table = pq.read_table(sweep)
-            paths += (plot_pareto(table, out_dir, fmts) if kind == "pareto"
-                      else plot_latency(table, out_dir, fmts, x_column))
+            paths += (
+                plot_pareto(table, out_dir, fmts)
+                if kind == "pareto"
+                else plot_latency(table, out_dir, fmts, x_column)
+            )
         else:
             if not passes.is_file():
-                raise AisimError(f"plot --kind timeline: no passes.parquet in {folder} "
-                                 "(aisim predict --capture-passes)")
+                raise AisimError(
+                    f"plot --kind timeline: no passes.parquet in {folder} "
+                    "(aisim predict --capture-passes)"
+                )
             paths += timelines(pq.read_table(passes), out_dir, fmts)
     return paths
 

@@ -44,18 +44,24 @@ def config_sha256(cfg_path: str, overrides: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
-def run_prediction(config_path: str, overrides: tuple[str, ...] = (),
-                   capture: bool = False, capture_passes: bool = False,
-                   memos=None) -> Prediction:
+def run_prediction(
+    config_path: str,
+    overrides: tuple[str, ...] = (),
+    capture: bool = False,
+    capture_passes: bool = False,
+    memos=None,
+) -> Prediction:
     from aisim.config import load_config
 
     cfg = load_config(config_path, overrides)
-    return predict_config(cfg, config_sha256(config_path, overrides), capture, capture_passes,
-                          memos)
+    return predict_config(
+        cfg, config_sha256(config_path, overrides), capture, capture_passes, memos
+    )
 
 
-def predict_config(cfg, digest: str, capture: bool = False, capture_passes: bool = False,
-                   memos=None) -> Prediction:
+def predict_config(
+    cfg, digest: str, capture: bool = False, capture_passes: bool = False, memos=None
+) -> Prediction:
     """Validated config -> Prediction. `memos` (a dict, optional) keeps one pass-time memo per
     op plan across calls in this process: a sweep's points that share a plan share prices."""
     from aisim.output.contract import contract_problems
@@ -87,8 +93,7 @@ def _collector_paused():
             gc.enable()
 
 
-def _run_prediction(cfg, digest: str, capture: bool, capture_passes: bool,
-                    memos) -> Prediction:
+def _run_prediction(cfg, digest: str, capture: bool, capture_passes: bool, memos) -> Prediction:
     """predict_config for an aggregated deployment."""
     from aisim.engine.run import load_engine, simulate_until_cutoff
     from aisim.engine.spec import resolve
@@ -117,15 +122,17 @@ def _run_prediction(cfg, digest: str, capture: bool, capture_passes: bool,
         traffic = trace_traffic(spec)
     else:
         traffic = synthetic(spec)
-    result = simulate_until_cutoff(spec, traffic, capture=capture, plan=plan,
-                                   capture_passes=capture_passes, memo=memo)
+    result = simulate_until_cutoff(
+        spec, traffic, capture=capture, plan=plan, capture_passes=capture_passes, memo=memo
+    )
     result.req = without_run_fields(result.req, spec.max_time_ms != float("inf"))
     prediction = dict(summarize(result, _sla(cfg)))
     prediction.update(power_fields())
     if spec.timing == "op_level":
         prediction["prediction_provenance"] = {spec.role: op_level_provenance(spec)}
         power_w, coverage, diagnostics = power_report(
-            plan.op_names, op_sources(plan), plan.num_ctx_ops, _accumulators(result.memo))
+            plan.op_names, op_sources(plan), plan.num_ctx_ops, _accumulators(result.memo)
+        )
         prediction["power_w"] = power_w
         prediction["power_coverage"] = coverage
         prediction["power_diagnostics"] = diagnostics
@@ -178,8 +185,11 @@ def _shared_plan_and_memo(memos: dict, spec, source_path):
 def kv_precision_field(specs) -> dict:
     """AISimulate reports the KV dtype of every role whose pool the memory model sized
     (capacity {type: default}), and nothing when every capacity is fixed."""
-    roles = {spec.role: {"dtype": spec.kv_precision, "source": "aisimulate_policy"}
-             for spec in specs if spec.kv_precision is not None}
+    roles = {
+        spec.role: {"dtype": spec.kv_precision, "source": "aisimulate_policy"}
+        for spec in specs
+        if spec.kv_precision is not None
+    }
     return {"kv_cache_precision": roles} if roles else {}
 
 
@@ -188,8 +198,7 @@ def _sla(cfg):
     return cfg.evaluation.sla if cfg.evaluation is not None else None
 
 
-def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool,
-                       memos) -> Prediction:
+def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool, memos) -> Prediction:
     """run_prediction for engine.mode disaggregated (docs/rules.md 9)."""
     from aisim.engine.pd import load_engine_pd, resolve_pd, simulate_pd
     from aisim.metrics import power_fields, summarize
@@ -214,8 +223,13 @@ def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool,
                 plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{role}")
         plans.append(plan)
         role_memos.append(memo)
-    result = simulate_pd(pdspec, capture=capture, plans=tuple(plans),
-                         capture_passes=capture_passes, memos=tuple(role_memos))
+    result = simulate_pd(
+        pdspec,
+        capture=capture,
+        plans=tuple(plans),
+        capture_passes=capture_passes,
+        memos=tuple(role_memos),
+    )
     prediction = dict(summarize(result, _sla(cfg)))
     prediction.update(power_fields())
     provenance_by_role = {}
@@ -270,8 +284,11 @@ def _accumulators(memo):
 
 def provenance(pred: Prediction) -> dict:
     """Identity of a run for the parquet schema metadata (no host clock: same run, same bytes)."""
-    return {"aisim_version": __version__, "config_sha256": pred.config_sha256,
-            "optable_sha256": optable_sha256(pred.spec)}
+    return {
+        "aisim_version": __version__,
+        "config_sha256": pred.config_sha256,
+        "optable_sha256": optable_sha256(pred.spec),
+    }
 
 
 def optable_sha256(spec) -> str:

@@ -29,9 +29,15 @@ class Field(NamedTuple):
 
 REQUEST_FIELDS = (
     Field("prompt_len", np.int64, "N", 0, "tokens", "prompt length P"),
-    Field("output_len", np.int64, "N", 0, "tokens",
-          "output tokens the request will emit: requested length after max_model_len truncation "
-          "and the TRT-LLM pool clamp"),
+    Field(
+        "output_len",
+        np.int64,
+        "N",
+        0,
+        "tokens",
+        "output tokens the request will emit: requested length after max_model_len truncation "
+        "and the TRT-LLM pool clamp",
+    ),
     Field("arrival_ms", np.float64, "N", 0.0, "ms", "arrival time (closed loop: set at spawn)"),
     Field("status", np.int8, "N", 0, "ReqStatus", "lifecycle code"),
     Field("rank", np.int32, "N", -1, "index", "scheduler rank = worker x D + dp_rank"),
@@ -52,41 +58,92 @@ REQUEST_FIELDS = (
     Field("pfx_start", np.int64, "N", 0, "index", "start of its shareable block hashes"),
     Field("pfx_len", np.int32, "N", 0, "blocks", "number of shareable leading block hashes"),
     Field("seq", np.int64, "N", 0, "count", "order key in its rank's running list (admission)"),
-    Field("lazy", np.bool_, "N", False, "flag",
-          "steady decoder advanced implicitly (one token per rank pass); counts are stale"),
+    Field(
+        "lazy",
+        np.bool_,
+        "N",
+        False,
+        "flag",
+        "steady decoder advanced implicitly (one token per rank pass); counts are stale",
+    ),
     Field("lazy_base", np.int64, "N", 0, "pass", "rank pass index its counts were last exact"),
     Field("gen_base", np.int64, "N", 0, "tokens", "num_generated at lazy_base"),
     Field("ev_pass", np.int64, "N", -1, "pass", "rank pass of its next KV or completion event"),
     Field("ev_prev", np.int32, "N", -1, "request index", "event calendar bucket link"),
     Field("ev_next", np.int32, "N", -1, "request index", "event calendar bucket link"),
     Field("finishing", np.bool_, "N", False, "flag", "completes at the in-flight pass end"),
-    Field("activated", np.bool_, "N", False, "flag",
-          "admitted with its whole prompt cached (TRT-LLM): a decode-set member this pass"),
-    Field("no_stats", np.bool_, "N", False, "flag",
-          "its token gaps stay out of the ITL statistics (unfinished at a trace cut-off)"),
-    Field("rej_next", np.int32, "N", -1, "request index",
-          "next request rejected by the same in-flight pass (they settle at its end)"),
-    Field("drafting", np.bool_, "N", False, "flag",
-          "MTP: its next decode step verifies drafts (cleared by preemption: a recompute "
-          "completes with one token)"),
-    Field("draft_slots", np.int8, "N", 0, "tokens",
-          "MTP: verification slots granted in the in-flight pass (1 + drafts walked); 0 = none"),
+    Field(
+        "activated",
+        np.bool_,
+        "N",
+        False,
+        "flag",
+        "admitted with its whole prompt cached (TRT-LLM): a decode-set member this pass",
+    ),
+    Field(
+        "no_stats",
+        np.bool_,
+        "N",
+        False,
+        "flag",
+        "its token gaps stay out of the ITL statistics (unfinished at a trace cut-off)",
+    ),
+    Field(
+        "rej_next",
+        np.int32,
+        "N",
+        -1,
+        "request index",
+        "next request rejected by the same in-flight pass (they settle at its end)",
+    ),
+    Field(
+        "drafting",
+        np.bool_,
+        "N",
+        False,
+        "flag",
+        "MTP: its next decode step verifies drafts (cleared by preemption: a recompute "
+        "completes with one token)",
+    ),
+    Field(
+        "draft_slots",
+        np.int8,
+        "N",
+        0,
+        "tokens",
+        "MTP: verification slots granted in the in-flight pass (1 + drafts walked); 0 = none",
+    ),
 )
 
 # Request fields only the event loop needs (queues, pass compression, MTP, scratch). A prediction
 # drops them once the loop has run, before its summary's temporaries (10 M requests: ~0.8 GB);
 # the cut-off accounting (metrics._open_pass_prefill) still reads CUTOFF_FIELDS.
 CUTOFF_FIELDS = ("sched_tokens", "computed_before")
-RUN_ONLY_FIELDS = ("slot", "wait_next", "seq", "lazy", "lazy_base", "gen_base", "ev_pass",
-                   "ev_prev", "ev_next", "finishing", "activated", "no_stats", "rej_next",
-                   "drafting", "draft_slots", *CUTOFF_FIELDS)
+RUN_ONLY_FIELDS = (
+    "slot",
+    "wait_next",
+    "seq",
+    "lazy",
+    "lazy_base",
+    "gen_base",
+    "ev_pass",
+    "ev_prev",
+    "ev_next",
+    "finishing",
+    "activated",
+    "no_stats",
+    "rej_next",
+    "drafting",
+    "draft_slots",
+    *CUTOFF_FIELDS,
+)
 
 
 def without_run_fields(req, keep_cutoff_fields: bool):
     """req with its loop-only arrays replaced by empty ones (same dtypes), freeing them."""
-    drop = [name for name in RUN_ONLY_FIELDS
-            if not (keep_cutoff_fields and name in CUTOFF_FIELDS)]
+    drop = [name for name in RUN_ONLY_FIELDS if not (keep_cutoff_fields and name in CUTOFF_FIELDS)]
     return req._replace(**{name: getattr(req, name)[:0].copy() for name in drop})
+
 
 RANK_FIELDS = (
     Field("run_list", np.int32, "R,S", -1, "request index", "running requests, admission order"),
@@ -94,8 +151,14 @@ RANK_FIELDS = (
     Field("wait_head", np.int32, "R", -1, "request index", "waiting queue head (FIFO)"),
     Field("wait_tail", np.int32, "R", -1, "request index", "waiting queue tail"),
     Field("wait_len", np.int32, "R", 0, "count", "waiting requests"),
-    Field("capacity_bound", np.bool_, "R", False, "flag",
-          "prefill_schedule_interval: last undeferred pass left requests waiting"),
+    Field(
+        "capacity_bound",
+        np.bool_,
+        "R",
+        False,
+        "flag",
+        "prefill_schedule_interval: last undeferred pass left requests waiting",
+    ),
     Field("num_referenced", np.int64, "R", 0, "blocks", "blocks referenced by live requests"),
     Field("lru_head", np.int32, "R", -1, "block", "least recently freed cached block"),
     Field("lru_tail", np.int32, "R", -1, "block", "most recently freed cached block"),
@@ -106,32 +169,74 @@ RANK_FIELDS = (
     Field("in_pass", np.bool_, "R", False, "flag", "the rank takes part in its worker's pass"),
     Field("deferred", np.bool_, "R", False, "flag", "the in-flight pass deferred prefills"),
     Field("preempted", np.bool_, "R", False, "flag", "the in-flight pass preempted a request"),
-    Field("act_list", np.int32, "R,S", -1, "request index",
-          "running requests that are not lazy, in running order"),
+    Field(
+        "act_list",
+        np.int32,
+        "R,S",
+        -1,
+        "request index",
+        "running requests that are not lazy, in running order",
+    ),
     Field("act_len", np.int32, "R", 0, "count", "entries of act_list"),
     Field("lazy_count", np.int64, "R", 0, "count", "lazy decoders"),
-    Field("lazy_sum", np.int64, "R", 0, "tokens",
-          "sum over lazy decoders of P + gen_base - lazy_base - 1 (their L at pass x is this + x)"),
+    Field(
+        "lazy_sum",
+        np.int64,
+        "R",
+        0,
+        "tokens",
+        "sum over lazy decoders of P + gen_base - lazy_base - 1 (their L at pass x is this + x)",
+    ),
     Field("pass_idx", np.int64, "R", 0, "count", "passes the rank took part in"),
     Field("last_end_ms", np.float64, "R", 0.0, "ms", "end of the rank's latest pass"),
     Field("cooldown", np.int64, "R", 0, "passes", "passes before decoders may turn lazy again"),
     Field("due_list", np.int32, "R,S", -1, "request index", "lazy requests with an event now"),
     Field("due_len", np.int32, "R", 0, "count", "entries of due_list"),
-    Field("cal_head", np.int32, "R,H", -1, "request index",
-          "event calendar: bucket (pass mod H) -> first lazy request"),
-    Field("held_list", np.int32, "R,S", -1, "request index",
-          "P/D prefill side: prompts completed in the latest pass, KV held (source held)"),
+    Field(
+        "cal_head",
+        np.int32,
+        "R,H",
+        -1,
+        "request index",
+        "event calendar: bucket (pass mod H) -> first lazy request",
+    ),
+    Field(
+        "held_list",
+        np.int32,
+        "R,S",
+        -1,
+        "request index",
+        "P/D prefill side: prompts completed in the latest pass, KV held (source held)",
+    ),
     Field("held_len", np.int32, "R", 0, "count", "entries of held_list"),
-    Field("rej_head", np.int32, "R", -1, "request index",
-          "latest request rejected by the in-flight pass (list through rej_next)"),
-    Field("dest_pending", np.int32, "R", 0, "count",
-          "P/D decode side: destinations routed to this rank and not yet reserved"),
+    Field(
+        "rej_head",
+        np.int32,
+        "R",
+        -1,
+        "request index",
+        "latest request rejected by the in-flight pass (list through rej_next)",
+    ),
+    Field(
+        "dest_pending",
+        np.int32,
+        "R",
+        0,
+        "count",
+        "P/D decode side: destinations routed to this rank and not yet reserved",
+    ),
 )
 
 BLOCK_FIELDS = (
     Field("ref", np.int32, "R*B", 0, "count", "live requests referencing the block"),
-    Field("hash", np.uint64, "R*B", 0, "key",
-          "0 = not cached; else its map key, or 1 for a cached block only its owner can hit"),
+    Field(
+        "hash",
+        np.uint64,
+        "R*B",
+        0,
+        "key",
+        "0 = not cached; else its map key, or 1 for a cached block only its owner can hit",
+    ),
     Field("in_map", np.bool_, "R*B", False, "flag", "the block's key is in the hash map"),
     Field("scratch", np.int32, "R*B", 0, "count", "work space of the debug invariant checks"),
     Field("lru_prev", np.int32, "R*B", -1, "block", "LRU list link"),
@@ -158,16 +263,34 @@ WORKER_FIELDS = (
 )
 
 STATS_FIELDS = (
-    Field("acc", np.float64, "2,5", 0.0, "ms | tokens/s",
-          "ITL / per-user throughput: sum, Welford mean, Welford M2, min, max"),
+    Field(
+        "acc",
+        np.float64,
+        "2,5",
+        0.0,
+        "ms | tokens/s",
+        "ITL / per-user throughput: sum, Welford mean, Welford M2, min, max",
+    ),
     Field("cnt", np.int64, "2,2", 0, "count", "samples, samples in the zero bucket"),
-    Field("run", np.float64, "3", 0.0, "ms | count",
-          "pending run of equal ITL gaps not yet merged: gap value, repeat count; then the "
-          "pending count of zero gaps (MTP burst tokens)"),
+    Field(
+        "run",
+        np.float64,
+        "3",
+        0.0,
+        "ms | count",
+        "pending run of equal ITL gaps not yet merged: gap value, repeat count; then the "
+        "pending count of zero gaps (MTP burst tokens)",
+    ),
     Field("bins", np.int64, f"2,{SKETCH_BINS}", 0, "count", "DDSketch positive-key counts"),
-    Field("counters", np.int64, "9", 0, "tokens | count",
-          "committed_prefill_tokens, passes, preemptions, rejections, admissions, spawned, "
-          "log length, lazy conversions, broken invariant (debug)"),
+    Field(
+        "counters",
+        np.int64,
+        "9",
+        0,
+        "tokens | count",
+        "committed_prefill_tokens, passes, preemptions, rejections, admissions, spawned, "
+        "log length, lazy conversions, broken invariant (debug)",
+    ),
 )
 
 LOG_FIELDS = (
@@ -177,7 +300,6 @@ LOG_FIELDS = (
     Field("readmit", np.bool_, "A", False, "flag", "admission after a preemption"),
     Field("pool", np.int8, "A", 0, "Role", "admitting side: aggregated, prefill or decode"),
 )
-
 
 
 class RequestState(NamedTuple):
@@ -310,8 +432,14 @@ PD_FIELDS = (
     Field("plink", np.int32, "N", -1, "request index", "next in a prefill-side FIFO"),
     Field("pend_head", np.int32, "RD", -1, "request index", "pending destinations (FIFO) head"),
     Field("pend_tail", np.int32, "RD", -1, "request index", "pending destinations tail"),
-    Field("trt_need", np.int64, "RD", 0, "blocks",
-          "TRT-LLM: blocks reserved-but-not-running destinations still need to reach completion"),
+    Field(
+        "trt_need",
+        np.int64,
+        "RD",
+        0,
+        "blocks",
+        "TRT-LLM: blocks reserved-but-not-running destinations still need to reach completion",
+    ),
     Field("dact_head", np.int32, "WD", -1, "request index", "deferred activations head"),
     Field("dact_tail", np.int32, "WD", -1, "request index", "deferred activations tail"),
     Field("drel_head", np.int32, "WP", -1, "request index", "deferred releases head"),
@@ -319,16 +447,40 @@ PD_FIELDS = (
     Field("xfer_list", np.int32, "N", -1, "request index", "transfers in flight, start order"),
     Field("act_kind", np.int8, "Q", 0, "PDAction", "queued handoff actions (FIFO ring)"),
     Field("act_req", np.int32, "Q", -1, "request index", "request of each queued action"),
-    Field("reserve_seq", np.int64, "N", -1, "count",
-          "order of the decode-side reservation (deferred activations are applied in it)"),
-    Field("cap_gen", np.int64, "RD", 0, "count",
-          "vLLM: capacity generation of the decode rank (a retirement or preemption there)"),
+    Field(
+        "reserve_seq",
+        np.int64,
+        "N",
+        -1,
+        "count",
+        "order of the decode-side reservation (deferred activations are applied in it)",
+    ),
+    Field(
+        "cap_gen",
+        np.int64,
+        "RD",
+        0,
+        "count",
+        "vLLM: capacity generation of the decode rank (a retirement or preemption there)",
+    ),
     Field("run_mark", np.int32, "RD", 0, "count", "running requests when the decode pass ended"),
-    Field("tried_gen", np.int64, "N", -1, "count",
-          "vLLM: capacity generation of the pending destination's last failed reservation"),
-    Field("scalars", np.int64, "6", 0, "count",
-          "prefill round robin, decode round robin, transfers in flight, queue head, queue tail,"
-          " reservations made"),
+    Field(
+        "tried_gen",
+        np.int64,
+        "N",
+        -1,
+        "count",
+        "vLLM: capacity generation of the pending destination's last failed reservation",
+    ),
+    Field(
+        "scalars",
+        np.int64,
+        "6",
+        0,
+        "count",
+        "prefill round robin, decode round robin, transfers in flight, queue head, queue tail,"
+        " reservations made",
+    ),
 )
 
 
@@ -366,10 +518,16 @@ class TransferParams(NamedTuple):
     full_prompt: bool  # timing_mode full_prompt: P tokens; else missing whole blocks
 
 
-def allocate_pd(n_requests: int, decode_ranks: int, decode_workers: int,
-                prefill_workers: int) -> PDState:
-    dims = {"N": n_requests, "RD": decode_ranks, "WD": decode_workers, "WP": prefill_workers,
-            "Q": 5 * n_requests + 16}
+def allocate_pd(
+    n_requests: int, decode_ranks: int, decode_workers: int, prefill_workers: int
+) -> PDState:
+    dims = {
+        "N": n_requests,
+        "RD": decode_ranks,
+        "WD": decode_workers,
+        "WP": prefill_workers,
+        "Q": 5 * n_requests + 16,
+    }
     return _alloc(PDState, PD_FIELDS, dims)
 
 
@@ -404,9 +562,12 @@ def allocate_mtp(nextn: int, accepted: float | None, n_ranks: int) -> MtpState:
     from aisim.kernels import rng
 
     if nextn <= 0:
-        return NoMtp(np.zeros(0, np.uint64), np.zeros(0, np.bool_),
-                     np.zeros((0, rng.STATE_WORDS), np.uint32),
-                     np.zeros((0, MTP_SHAPE_COLUMNS), np.int64))
+        return NoMtp(
+            np.zeros(0, np.uint64),
+            np.zeros(0, np.bool_),
+            np.zeros((0, rng.STATE_WORDS), np.uint32),
+            np.zeros((0, MTP_SHAPE_COLUMNS), np.int64),
+        )
     rates = acceptance_rates(nextn, float(accepted or 0.0))
     thresholds = np.zeros(nextn, np.uint64)
     always = np.zeros(nextn, np.bool_)
@@ -428,8 +589,12 @@ def acceptance_rates(nextn: int, accepted: float) -> list[float]:
     return (rates + [0.0] * nextn)[:nextn]
 
 
-def _alloc(cls: type, fields: tuple[Field, ...], dims: dict[str, int],
-           given: dict[str, np.ndarray] | None = None):
+def _alloc(
+    cls: type,
+    fields: tuple[Field, ...],
+    dims: dict[str, int],
+    given: dict[str, np.ndarray] | None = None,
+):
     """Allocate every field, except those `given` (read-only inputs the caller already holds
     with the declared dtype and shape: no second copy per request)."""
     arrays = []
@@ -438,8 +603,10 @@ def _alloc(cls: type, fields: tuple[Field, ...], dims: dict[str, int],
         if given and f.name in given:
             a = given[f.name]
             if a.dtype != f.dtype or a.shape != shape or not a.flags.c_contiguous:
-                raise ValueError(f"{cls.__name__}.{f.name}: expected C-contiguous {f.dtype}"
-                                 f"{shape}, got {a.dtype}{a.shape}")
+                raise ValueError(
+                    f"{cls.__name__}.{f.name}: expected C-contiguous {f.dtype}"
+                    f"{shape}, got {a.dtype}{a.shape}"
+                )
             arrays.append(a)
         elif f.fill == 0:
             arrays.append(np.zeros(shape, dtype=f.dtype))  # pages a run never touches stay free
@@ -455,17 +622,33 @@ def _eval_dim(expr: str, dims: dict[str, int]) -> int:
     return value
 
 
-def allocate(n_requests: int, n_ranks: int, n_workers: int, max_running: int,
-             blocks_per_rank: int, row_blocks: int, log_capacity: int, block_size: int,
-             requests: dict[str, np.ndarray] | None = None):
+def allocate(
+    n_requests: int,
+    n_ranks: int,
+    n_workers: int,
+    max_running: int,
+    blocks_per_rank: int,
+    row_blocks: int,
+    log_capacity: int,
+    block_size: int,
+    requests: dict[str, np.ndarray] | None = None,
+):
     """Allocate every buffer for one run and put the KV pools in their initial state.
     `requests` names RequestState fields taken as they are (the traffic's own arrays)."""
     map_slots = 1 << max(4, int(2 * n_ranks * blocks_per_rank).bit_length())
     # the calendar ring must span the longest gap between a lazy decoder's events (one block)
     calendar = 1 << max(6, int(2 * block_size).bit_length())
-    dims = {"N": n_requests, "R": n_ranks, "W": n_workers, "S": max_running,
-            "B": blocks_per_rank, "K": row_blocks, "M": map_slots, "A": log_capacity,
-            "H": calendar}
+    dims = {
+        "N": n_requests,
+        "R": n_ranks,
+        "W": n_workers,
+        "S": max_running,
+        "B": blocks_per_rank,
+        "K": row_blocks,
+        "M": map_slots,
+        "A": log_capacity,
+        "H": calendar,
+    }
     req = _alloc(RequestState, REQUEST_FIELDS, dims, requests)
     ranks = _alloc(RankState, RANK_FIELDS, dims)
     blocks = _alloc(BlockState, BLOCK_FIELDS, dims)
@@ -475,11 +658,13 @@ def allocate(n_requests: int, n_ranks: int, n_workers: int, max_running: int,
     # Every block starts on its rank's clean stack, popped lowest id first.
     for r in range(n_ranks):
         base = r * blocks_per_rank
-        blocks.clean_stack[base:base + blocks_per_rank] = np.arange(
-            base + blocks_per_rank - 1, base - 1, -1, dtype=np.int32)
+        blocks.clean_stack[base : base + blocks_per_rank] = np.arange(
+            base + blocks_per_rank - 1, base - 1, -1, dtype=np.int32
+        )
         sbase = r * max_running
-        blocks.slot_stack[sbase:sbase + max_running] = np.arange(
-            sbase + max_running - 1, sbase - 1, -1, dtype=np.int32)
+        blocks.slot_stack[sbase : sbase + max_running] = np.arange(
+            sbase + max_running - 1, sbase - 1, -1, dtype=np.int32
+        )
     ranks.clean_top[:] = blocks_per_rank
     ranks.slot_top[:] = max_running
     stats.acc[:, 3] = np.inf
@@ -494,8 +679,9 @@ class PrefixKeys(NamedTuple):
     block_src: np.ndarray  # int64[K] slice entry holding everything up to engine block j
 
 
-def prefix_keys(pfx_hash: np.ndarray, src_tokens: int, block_size: int,
-                row_blocks: int) -> PrefixKeys:
+def prefix_keys(
+    pfx_hash: np.ndarray, src_tokens: int, block_size: int, row_blocks: int
+) -> PrefixKeys:
     """One slice entry per engine block (src_tokens 0), or per src_tokens-token source block:
     engine block j then ends inside source block ((j + 1) x block_size - 1) // src_tokens."""
     j = np.arange(max(1, row_blocks), dtype=np.int64)
@@ -523,9 +709,17 @@ class TimingMemo(NamedTuple):
 
 def allocate_memo(num_ops: int, slots: int = 1 << 12) -> TimingMemo:
     n = max(1, num_ops)
-    return TimingMemo(np.full((slots, 4), -1, np.int64), np.zeros(slots), np.zeros((slots, n)),
-                      np.zeros((slots, n)), np.zeros((slots, n)), np.zeros(n), np.zeros(n),
-                      np.zeros(n), np.zeros(2, np.int64))
+    return TimingMemo(
+        np.full((slots, 4), -1, np.int64),
+        np.zeros(slots),
+        np.zeros((slots, n)),
+        np.zeros((slots, n)),
+        np.zeros((slots, n)),
+        np.zeros(n),
+        np.zeros(n),
+        np.zeros(n),
+        np.zeros(2, np.int64),
+    )
 
 
 def placeholder_plan():
@@ -540,21 +734,45 @@ def placeholder_plan():
 # caller can rerun once with exactly enough rows (the kernel never writes out of bounds).
 PASS_FIELDS = (
     Field("start_ms", np.float64, "P", 0.0, "ms", "pass start"),
-    Field("end_ms", np.float64, "P", 0.0, "ms",
-          "pass end (the worker's ranks run in lock-step: the slowest rank's duration)"),
+    Field(
+        "end_ms",
+        np.float64,
+        "P",
+        0.0,
+        "ms",
+        "pass end (the worker's ranks run in lock-step: the slowest rank's duration)",
+    ),
     Field("rank", np.int32, "P", -1, "index", "scheduler rank = worker x D + dp_rank"),
     Field("worker", np.int32, "P", -1, "index", "worker (replica)"),
     Field("role", np.int8, "P", -1, "code", "kernels.codes.Role of the pool that ran the pass"),
     Field("num_prefill", np.int32, "P", 0, "count", "requests in the prefill set"),
     Field("num_decode", np.int32, "P", 0, "count", "requests in the decode set"),
     Field("tokens_scheduled", np.int64, "P", 0, "tokens", "tokens scheduled in the pass"),
-    Field("prefill_tokens", np.int64, "P", 0, "tokens",
-          "tokens scheduled for prefill-set requests (recomputation after preemption included)"),
-    Field("sum_decode_context", np.int64, "P", 0, "tokens",
-          "sum over the decode set of its context length L"),
+    Field(
+        "prefill_tokens",
+        np.int64,
+        "P",
+        0,
+        "tokens",
+        "tokens scheduled for prefill-set requests (recomputation after preemption included)",
+    ),
+    Field(
+        "sum_decode_context",
+        np.int64,
+        "P",
+        0,
+        "tokens",
+        "sum over the decode set of its context length L",
+    ),
     Field("kv_blocks_used", np.int64, "P", 0, "blocks", "blocks referenced by live requests"),
-    Field("kv_blocks_cached", np.int64, "P", 0, "blocks",
-          "free blocks still holding cached prefix content (evictable)"),
+    Field(
+        "kv_blocks_cached",
+        np.int64,
+        "P",
+        0,
+        "blocks",
+        "free blocks still holding cached prefix content (evictable)",
+    ),
     Field("waiting", np.int32, "P", 0, "count", "waiting requests after scheduling"),
     Field("running", np.int32, "P", 0, "count", "running requests after scheduling"),
     Field("preemptions", np.int32, "P", 0, "count", "requests preempted in the pass"),

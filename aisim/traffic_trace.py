@@ -192,8 +192,7 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
     outs: list[int] = []
     offs = [0]
     ids: list[int] = []
-    with _open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8",
-                                                       errors="replace") as f:
+    with _open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -205,8 +204,10 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
                     f"{where}: not a JSON object ({exc.msg}); write one JSON object per line"
                 ) from None
             except RecursionError:
-                raise ConfigError(f"{where}: nested too deeply to be a trace row; write one "
-                                  "flat JSON object per line") from None
+                raise ConfigError(
+                    f"{where}: nested too deeply to be a trace row; write one "
+                    "flat JSON object per line"
+                ) from None
             if not isinstance(row, dict):
                 raise ConfigError(f"{where}: each row must be a JSON object")
             for key in _SESSION_KEYS:
@@ -226,8 +227,10 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
                 )
             name, out = _field(row, ("output_length", "output_tokens"))
             if not _is_int(out) or not 1 <= out <= TOKENS_MAX:
-                raise ConfigError(f"{where}: {name} must be a positive integer up to "
-                                  f"{TOKENS_MAX} (got {show(out)})")
+                raise ConfigError(
+                    f"{where}: {name} must be a positive integer up to "
+                    f"{TOKENS_MAX} (got {show(out)})"
+                )
             capacity = len(h) * block_size
             name, inp = _field(row, ("input_length", "input_tokens"))
             if inp is None:
@@ -244,8 +247,9 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
             if ts is None:
                 ts = 0.0
             if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
-                raise ConfigError(f"{where}: {name} must be a number of milliseconds, finite "
-                                  f"(got {show(ts)})")
+                raise ConfigError(
+                    f"{where}: {name} must be a number of milliseconds, finite (got {show(ts)})"
+                )
             stamps.append(float(ts))
             ins.append(inp)
             outs.append(out)
@@ -326,11 +330,14 @@ def trace_traffic(spec) -> Traffic:
         stamps = rows.timestamp_ms[order]
         arrival = (stamps - stamps[0]) / spec.trace_speedup
         _check_clock(spec, rows, order, arrival)
-        early = int(np.count_nonzero(rows.timestamp_ms[1:] <
-                                     np.maximum.accumulate(rows.timestamp_ms)[:-1]))
+        early = int(
+            np.count_nonzero(rows.timestamp_ms[1:] < np.maximum.accumulate(rows.timestamp_ms)[:-1])
+        )
         if early:
-            note(f"{spec.trace_path}: {early} of {n} rows carry a timestamp earlier than a row "
-                 "above them; requests are replayed in timestamp order")
+            note(
+                f"{spec.trace_path}: {early} of {n} rows carry a timestamp earlier than a row "
+                "above them; requests are replayed in timestamp order"
+            )
     else:  # closed loop: file order, arrivals set by the kernel
         order = np.arange(n, dtype=np.int64)
         arrival = np.zeros(n, dtype=np.float64)
@@ -356,8 +363,9 @@ def trace_traffic(spec) -> Traffic:
         pfx_src_tokens=spec.trace_block_size,
     )
     _check_can_finish(spec, traffic)
-    check_state_fits(spec, n, int((prompt + out).max()), spec.trace_path,
-                     f"traffic.source.paths ({n:,} rows)")
+    check_state_fits(
+        spec, n, int((prompt + out).max()), spec.trace_path, f"traffic.source.paths ({n:,} rows)"
+    )
     return traffic
 
 
@@ -378,7 +386,8 @@ def _check_clock(spec, rows: TraceRows, order: np.ndarray, arrival: np.ndarray) 
         f"{spec.trace_path}:{int(rows.line[i])}: timestamp {rows.timestamp_ms[i]:g} ms lies "
         f"{arrival[last]:g} ms after the earliest row (after the speedup), beyond the "
         f"{CLOCK_MS_MAX:g} ms (~50 days) the simulated clock resolves to the nanosecond; "
-        "re-base or trim the trace")
+        "re-base or trim the trace"
+    )
 
 
 def _check_can_finish(spec, traffic: Traffic) -> None:

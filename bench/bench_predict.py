@@ -38,8 +38,7 @@ def _timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, dict]
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
-    ap.add_argument("--aisimulate",
-                    default=os.path.expanduser("~/aisimulate-venv/bin/aisimulate"))
+    ap.add_argument("--aisimulate", default=os.path.expanduser("~/aisimulate-venv/bin/aisimulate"))
     ap.add_argument("--aisim", default=shutil.which("aisim") or "aisim")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-cold", action="store_true")
@@ -57,10 +56,12 @@ def main() -> None:
         row["aisimulate_s"] = round(statistics.median(r[0] for r in ref), 3)
         row["aisimulate_peak_mb"] = round(max(r[1] for r in ref), 1)
         row["aisimulate_wall_time_ms"] = round(
-            statistics.median(r[2]["wall_time_ms"] for r in ref), 1)
+            statistics.median(r[2]["wall_time_ms"] for r in ref), 1
+        )
         row["speedup_process"] = round(row["aisimulate_s"] / row["aisim_warm_s"], 2)
         row["speedup_wall_time_ms"] = round(
-            row["aisimulate_wall_time_ms"] / row["aisim_wall_time_ms"], 2)
+            row["aisimulate_wall_time_ms"] / row["aisim_wall_time_ms"], 2
+        )
     print(json.dumps(row))
     with (HERE / "results.jsonl").open("a") as fh:
         fh.write(json.dumps(row) + "\n")

@@ -21,8 +21,40 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 # 32 concurrencies from 1 to 1024, about 4 per octave at the top, every integer at the bottom
-CONCURRENCY = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96,
-               128, 160, 192, 256, 320, 384, 512, 640, 768, 1024)
+CONCURRENCY = (
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+    8,
+    10,
+    12,
+    14,
+    16,
+    20,
+    24,
+    28,
+    32,
+    40,
+    48,
+    56,
+    64,
+    80,
+    96,
+    128,
+    160,
+    192,
+    256,
+    320,
+    384,
+    512,
+    640,
+    768,
+    1024,
+)
 
 
 def _wall(cmd: list[str]) -> float:
@@ -37,28 +69,59 @@ def _wall(cmd: list[str]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
-    ap.add_argument("--aisimulate",
-                    default=os.path.expanduser("~/aisimulate-venv/bin/aisimulate"))
+    ap.add_argument("--aisimulate", default=os.path.expanduser("~/aisimulate-venv/bin/aisimulate"))
     ap.add_argument("--aisim", default=shutil.which("aisim") or "aisim")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     assert len(CONCURRENCY) == 32
     grid = "traffic.load.concurrency=" + ",".join(map(str, CONCURRENCY))
-    row: dict = {"config": args.config, "date": datetime.date.today().isoformat(),
-                 "points": len(CONCURRENCY), "jobs": args.jobs, "sweep_s": [],
-                 "aisimulate_s": [], "load_avg_before": []}
+    row: dict = {
+        "config": args.config,
+        "date": datetime.date.today().isoformat(),
+        "points": len(CONCURRENCY),
+        "jobs": args.jobs,
+        "sweep_s": [],
+        "aisimulate_s": [],
+        "load_avg_before": [],
+    }
     keep = None
     for _ in range(args.repeat):
         row["load_avg_before"].append(os.getloadavg()[0])
         sim_out = tempfile.mkdtemp()
-        row["aisimulate_s"].append(_wall([args.aisimulate, "predict", "-c", args.config,
-                                          "--output-dir", sim_out, "--overwrite", "--format",
-                                          "json"]))
+        row["aisimulate_s"].append(
+            _wall(
+                [
+                    args.aisimulate,
+                    "predict",
+                    "-c",
+                    args.config,
+                    "--output-dir",
+                    sim_out,
+                    "--overwrite",
+                    "--format",
+                    "json",
+                ]
+            )
+        )
         shutil.rmtree(sim_out)
         sweep_out = tempfile.mkdtemp()
-        row["sweep_s"].append(_wall([args.aisim, "sweep", "-c", args.config, "--grid", grid,
-                                     "-o", sweep_out, "--jobs", str(args.jobs)]))
+        row["sweep_s"].append(
+            _wall(
+                [
+                    args.aisim,
+                    "sweep",
+                    "-c",
+                    args.config,
+                    "--grid",
+                    grid,
+                    "-o",
+                    sweep_out,
+                    "--jobs",
+                    str(args.jobs),
+                ]
+            )
+        )
         if keep is not None:
             shutil.rmtree(keep)
         keep = sweep_out
@@ -72,9 +135,10 @@ def main() -> None:
     for f in (Path(keep) / "points").glob("*.json"):
         rec = json.loads(f.read_text())
         by_id[rec["point_id"]] = round(rec["prediction"]["wall_time_ms"], 1)
-    row["point_wall_ms"] = {str(c): by_id[pid] for c, pid in
-                            zip(table["traffic.load.concurrency"], table["point_id"],
-                                strict=True)}
+    row["point_wall_ms"] = {
+        str(c): by_id[pid]
+        for c, pid in zip(table["traffic.load.concurrency"], table["point_id"], strict=True)
+    }
     row["points_wall_ms_total"] = round(sum(by_id.values()), 1)
     shutil.rmtree(keep)
     row["completed_requests"] = sum(table["completed_requests"])

@@ -28,10 +28,17 @@ ARCHIVE = REPO / "kernels" / "prebuilt.tar.gz"
 
 
 def _kernel_digest() -> str:
-    code = ("from aisim.kernels._jit import kernel_digest, prebuilt_manifest; import json; "
-            "print(json.dumps(prebuilt_manifest(kernel_digest())))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
-                         env=_env(tempfile.mkdtemp()))
+    code = (
+        "from aisim.kernels._jit import kernel_digest, prebuilt_manifest; import json; "
+        "print(json.dumps(prebuilt_manifest(kernel_digest())))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=_env(tempfile.mkdtemp()),
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -47,15 +54,43 @@ def _compile_all(cache: str, workloads: Path | None, run_tests: bool) -> None:
     if run_tests:
         # the archive being built is stale by definition until this run ends
         stale = "tests/test_prebuilt.py::test_shipped_archive_matches_these_kernel_sources"
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                        "--deselect", stale], cwd=REPO, env=env, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-x",
+                "-p",
+                "no:cacheprovider",
+                "--deselect",
+                stale,
+            ],
+            cwd=REPO,
+            env=env,
+            check=True,
+        )
     if workloads is not None:
         out = tempfile.mkdtemp()
         for config in sorted(workloads.glob("*.yaml")):
             print(f"compiling for {config.name}", flush=True)
-            subprocess.run([sys.executable, "-m", "aisim.cli", "predict", "-c", str(config),
-                            "--output-dir", os.path.join(out, config.stem), "--overwrite"],
-                           cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "aisim.cli",
+                    "predict",
+                    "-c",
+                    str(config),
+                    "--output-dir",
+                    os.path.join(out, config.stem),
+                    "--overwrite",
+                ],
+                cwd=REPO,
+                env=env,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
 
 
 def _pack(cache: str, manifest: dict) -> int:
@@ -88,8 +123,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=Path, default=REPO.parent / "shared" / "workloads")
     parser.add_argument("--skip-tests", action="store_true")
-    parser.add_argument("--cache", help="compile into (and reuse) this cache folder instead of "
-                        "a new empty one, e.g. to resume a build that stopped")
+    parser.add_argument(
+        "--cache",
+        help="compile into (and reuse) this cache folder instead of "
+        "a new empty one, e.g. to resume a build that stopped",
+    )
     args = parser.parse_args()
     workloads = args.workloads if args.workloads.is_dir() else None
     manifest = _kernel_digest()
@@ -98,8 +136,10 @@ def main() -> None:
     if _kernel_digest() != manifest:
         raise SystemExit("kernel sources changed while compiling; rerun")
     count = _pack(cache, manifest)
-    print(f"{ARCHIVE.relative_to(REPO)}: {count} files, {ARCHIVE.stat().st_size / 1e6:.1f} MB, "
-          f"kernels {manifest['kernel_digest'][:16]}")
+    print(
+        f"{ARCHIVE.relative_to(REPO)}: {count} files, {ARCHIVE.stat().st_size / 1e6:.1f} MB, "
+        f"kernels {manifest['kernel_digest'][:16]}"
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 
 GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "reference" / "optable_golden.json"
-CASES = {"qwen3_32b_tp4_vllm_0.24.0": ("vllm", "0.24.0"),
-         "qwen3_32b_tp4_trtllm_1.3.0rc20": ("trtllm", "1.3.0rc20")}
+CASES = {
+    "qwen3_32b_tp4_vllm_0.24.0": ("vllm", "0.24.0"),
+    "qwen3_32b_tp4_trtllm_1.3.0rc20": ("trtllm", "1.3.0rc20"),
+}
 
 
 def parse_case(name: str):
@@ -40,8 +42,12 @@ def main() -> None:
     ap.add_argument("--golden", type=Path, default=GOLDEN)
     ap.add_argument("--hardware", default="b200_sxm", help="the golden figures' system")
     ap.add_argument("--silicon", type=Path, default=None)
-    ap.add_argument("--source", choices=("compiled", "dev"), default="compiled",
-                    help="compiled op-time table (data/optables) or the source parquet")
+    ap.add_argument(
+        "--source",
+        choices=("compiled", "dev"),
+        default="compiled",
+        help="compiled op-time table (data/optables) or the source parquet",
+    )
     args = ap.parse_args()
 
     from aisim.models import load_model
@@ -63,8 +69,9 @@ def main() -> None:
         else:
             tables, system = load_tables(args.hardware, backend, version)
         for mode in ("SILICON", "SOL"):
-            plan = build_dense_plan(model, tables, system,
-                                    Deployment(backend, version, tensor=4, mode=mode))
+            plan = build_dense_plan(
+                model, tables, system, Deployment(backend, version, tensor=4, mode=mode)
+            )
             pr = PassPricer(plan)
             if mode == "SILICON":
                 for d in plan.gemm_descr:
@@ -109,17 +116,24 @@ def main() -> None:
                 if not isinstance(ops, list):
                     continue
                 spec = parse_case(name)
-                bd = (pr.prefill_breakdown(*spec[1:]) if spec[0] == "prefill"
-                      else pr.decode_breakdown(*spec[1:]))
+                bd = (
+                    pr.prefill_breakdown(*spec[1:])
+                    if spec[0] == "prefill"
+                    else pr.decode_breakdown(*spec[1:])
+                )
                 field = "latency_ms" if mode == "SILICON" else "sol_ms"
                 assert [n for n, _ in bd] == [o["op"] for o in ops], (name, bd)
-                worst = max(abs(v - o[field]) / max(abs(o[field]), 1e-300) if o[field] else abs(v)
-                            for (_, v), o in zip(bd, ops, strict=True))
+                worst = max(
+                    abs(v - o[field]) / max(abs(o[field]), 1e-300) if o[field] else abs(v)
+                    for (_, v), o in zip(bd, ops, strict=True)
+                )
                 worst_all = max(worst_all, worst)
                 print(f"{backend:6s} {mode:7s} per-op {name:33s} worst rel {worst:.2e}")
             if mode == "SILICON":
-                for label, fn, a in (("prefill(8,1024,0)", pr.prefill, (8, 1024, 0)),
-                                     ("decode(64,1100)", pr.decode, (64, 1100))):
+                for label, fn, a in (
+                    ("prefill(8,1024,0)", pr.prefill, (8, 1024, 0)),
+                    ("decode(64,1100)", pr.decode, (64, 1100)),
+                ):
                     n = 20000
                     t0 = time.perf_counter()
                     for _ in range(n):

@@ -48,8 +48,10 @@ class _Llvm(event.Listener):
 
 
 def report(top: int = 30) -> None:
-    print(f"compile total {sum(exclusive.values()):.1f} s (LLVM {sum(llvm.values()):.1f} s)",
-          file=sys.stderr)
+    print(
+        f"compile total {sum(exclusive.values()):.1f} s (LLVM {sum(llvm.values()):.1f} s)",
+        file=sys.stderr,
+    )
     for name, seconds in exclusive.most_common(top):
         print(f"{seconds:8.2f} s  LLVM {llvm[name]:6.2f} s  {name}", file=sys.stderr)
 

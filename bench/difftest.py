@@ -93,13 +93,17 @@ def main() -> int:
                 return old, True
         if isinstance(what, int):
             case = sample_case(args.seed, what)
-            result = run_case(folder, case.config, case.files, case.tags, tools,
-                              capture=not args.no_capture)
+            result = run_case(
+                folder, case.config, case.files, case.tags, tools, capture=not args.no_capture
+            )
         else:
             result = replay_config(folder, Path(what), tools, capture=not args.no_capture)
-        result.update(id=case_id, seed=args.seed if isinstance(what, int) else None,
-                      index=what if isinstance(what, int) else None,
-                      space_version=SPACE_VERSION)
+        result.update(
+            id=case_id,
+            seed=args.seed if isinstance(what, int) else None,
+            index=what if isinstance(what, int) else None,
+            space_version=SPACE_VERSION,
+        )
         (folder / "result.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
         return result, False
 
@@ -107,10 +111,14 @@ def main() -> int:
         for result, skipped in pool.map(one, jobs):
             done += 1
             if not skipped or args.verbose:
-                worst = f"  {result.get('worst') or ''}" if result["class"] not in OK_CLASSES \
-                    else ""
-                print(f"[{done}/{len(jobs)} {time.monotonic() - started:6.0f}s] {result['id']}"
-                      f" {result['class']:<17} {','.join(result['tags'])}{worst}", flush=True)
+                worst = (
+                    f"  {result.get('worst') or ''}" if result["class"] not in OK_CLASSES else ""
+                )
+                print(
+                    f"[{done}/{len(jobs)} {time.monotonic() - started:6.0f}s] {result['id']}"
+                    f" {result['class']:<17} {','.join(result['tags'])}{worst}",
+                    flush=True,
+                )
     print(write_summary(out))
     return 0
 
@@ -125,20 +133,37 @@ def _parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1, help="seed of the sampled space [1]")
     p.add_argument("--count", type=int, default=300, help="cases to run (indices 0..N-1) [300]")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder [{DEFAULT_OUT}]")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="cases run at once [1: the machine's 2 cores are shared]")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="cases run at once [1: the machine's 2 cores are shared]",
+    )
     p.add_argument("--replay", nargs="+", metavar="CFG", help="classify these configs instead")
     p.add_argument("--summary", action="store_true", help="only print the table of --out")
-    p.add_argument("--no-capture", action="store_true",
-                   help="skip the --capture-per-request rerun of mismatching cases")
+    p.add_argument(
+        "--no-capture",
+        action="store_true",
+        help="skip the --capture-per-request rerun of mismatching cases",
+    )
     p.add_argument("--verbose", action="store_true", help="also list skipped (finished) cases")
-    p.add_argument("--aisim-python", default=sys.executable,
-                   help="Python of the venv aisim is installed in [this Python]")
-    p.add_argument("--aisimulate", default=DEFAULT_AISIMULATE,
-                   help=f"the AISimulate executable [{DEFAULT_AISIMULATE}]")
+    p.add_argument(
+        "--aisim-python",
+        default=sys.executable,
+        help="Python of the venv aisim is installed in [this Python]",
+    )
+    p.add_argument(
+        "--aisimulate",
+        default=DEFAULT_AISIMULATE,
+        help=f"the AISimulate executable [{DEFAULT_AISIMULATE}]",
+    )
     p.add_argument("--parity", default=DEFAULT_PARITY, help=f"parity.py [{DEFAULT_PARITY}]")
-    p.add_argument("--timeout", type=float, default=900.0,
-                   help="seconds per simulator run [900: a first op-level run compiles]")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        help="seconds per simulator run [900: a first op-level run compiles]",
+    )
     return p.parse_args()
 
 
@@ -152,29 +177,59 @@ class Tools:
         self.timeout = timeout
 
     def aisim(self, folder: Path, out: str, capture: bool) -> dict:
-        cmd = [self.aisim_python, "-P", "-c", _AISIM_WRAPPER, "predict", "-c", "config.yaml",
-               "--output-dir", out, "--overwrite", "--format", "json"]
+        cmd = [
+            self.aisim_python,
+            "-P",
+            "-c",
+            _AISIM_WRAPPER,
+            "predict",
+            "-c",
+            "config.yaml",
+            "--output-dir",
+            out,
+            "--overwrite",
+            "--format",
+            "json",
+        ]
         return self._run(cmd + (["--capture-per-request"] if capture else []), folder, out)
 
     def oracle(self, folder: Path, out: str, capture: bool) -> dict:
-        cmd = [self.aisimulate, "predict", "-c", "config.yaml", "--output-dir", out,
-               "--overwrite", "--format", "json"]
+        cmd = [
+            self.aisimulate,
+            "predict",
+            "-c",
+            "config.yaml",
+            "--output-dir",
+            out,
+            "--overwrite",
+            "--format",
+            "json",
+        ]
         return self._run(cmd + (["--capture-per-request"] if capture else []), folder, out)
 
     def _run(self, cmd: list[str], folder: Path, out: str) -> dict:
         started = time.monotonic()
         try:
-            proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True,
-                                  timeout=self.timeout, check=False)
+            proc = subprocess.run(
+                cmd, cwd=folder, capture_output=True, text=True, timeout=self.timeout, check=False
+            )
             code, stderr = proc.returncode, proc.stderr
         except subprocess.TimeoutExpired as exc:
             code, stderr = None, (exc.stderr or b"").decode(errors="replace") + "\nTIMEOUT\n"
-        return {"exit": code, "stderr": stderr, "seconds": round(time.monotonic() - started, 2),
-                "ran": (folder / out / "prediction.json").exists()}
+        return {
+            "exit": code,
+            "stderr": stderr,
+            "seconds": round(time.monotonic() - started, 2),
+            "ran": (folder / out / "prediction.json").exists(),
+        }
 
     def compare(self, got: Path, ref: Path) -> tuple[bool, str]:
-        proc = subprocess.run([sys.executable, self.parity, str(got), str(ref)],
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, self.parity, str(got), str(ref)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
 
 
@@ -193,13 +248,20 @@ def replay_config(folder: Path, config: Path, tools: Tools, capture: bool) -> di
     return run_case(folder, cfg, files, ["replay"], tools, capture=capture)
 
 
-def run_case(folder: Path, config: dict, files: dict[str, str], tags: list[str], tools: Tools,
-             capture: bool = True) -> dict:
+def run_case(
+    folder: Path,
+    config: dict,
+    files: dict[str, str],
+    tags: list[str],
+    tools: Tools,
+    capture: bool = True,
+) -> dict:
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     (folder / "config.yaml").write_text(
-        yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=100))
+        yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=100)
+    )
     for name, text in files.items():
         (folder / name).write_text(text)
     a = tools.aisim(folder, "aisim-out", capture=False)
@@ -216,8 +278,10 @@ def run_case(folder: Path, config: dict, files: dict[str, str], tags: list[str],
         ca = tools.aisim(folder, "aisim-capture", capture=True)
         cb = tools.oracle(folder, "oracle-capture", capture=True)
         (folder / "aisim-capture.stderr").write_text(ca["stderr"])
-        diff = records_diff(folder / "aisim-capture" / "requests.jsonl",
-                            folder / "oracle-capture" / "requests.jsonl")
+        diff = records_diff(
+            folder / "aisim-capture" / "requests.jsonl",
+            folder / "oracle-capture" / "requests.jsonl",
+        )
         (folder / "requests-diff.txt").write_text(diff["text"])
         result["requests"] = {k: v for k, v in diff.items() if k != "text"}
         result["capture_seconds"] = [ca["seconds"], cb["seconds"]]
@@ -228,13 +292,18 @@ def _status(run: dict, aisim: bool) -> dict:
     lines = [ln for ln in run["stderr"].splitlines() if ln.strip()]
     status = {"exit": run["exit"], "ran": run["ran"], "seconds": run["seconds"]}
     if aisim:
-        kinds = [ln.rsplit(" ", 1)[1] for ln in lines
-                 if ln.startswith("difftest: aisim error class ")]
+        kinds = [
+            ln.rsplit(" ", 1)[1] for ln in lines if ln.startswith("difftest: aisim error class ")
+        ]
         status["error_class"] = kinds[-1] if kinds else None
         errors = [ln for ln in lines if ln.startswith(("aisim: error:", "ERROR:", "Error:"))]
     else:  # a pydantic report names the problem on its "Value error, ..." line
-        errors = [ln.strip() for ln in lines if ("error" in ln.lower() or "failed" in ln.lower())
-                  and not ln.lstrip().startswith("For further information")]
+        errors = [
+            ln.strip()
+            for ln in lines
+            if ("error" in ln.lower() or "failed" in ln.lower())
+            and not ln.lstrip().startswith("For further information")
+        ]
         errors = [ln for ln in errors if ln.startswith("Value error")] or errors
     if not run["ran"] or run["exit"]:
         status["message"] = (errors[-1] if errors else lines[-1] if lines else "")[:400]
@@ -248,8 +317,9 @@ def _classify(folder: Path, a: dict, b: dict, result: dict, tools: Tools) -> tup
     if not a["ran"] and sa["error_class"] is None:  # a traceback, not one of aisim's errors
         return "ERROR", f"aisim crashed (exit {a['exit']}): {sa.get('message')}"
     if a["ran"] and b["ran"]:
-        same, text = tools.compare(folder / "aisim-out" / "prediction.json",
-                                   folder / "oracle-out" / "prediction.json")
+        same, text = tools.compare(
+            folder / "aisim-out" / "prediction.json", folder / "oracle-out" / "prediction.json"
+        )
         (folder / "parity.txt").write_text(text + "\n")
         result["parity"] = text
         if not same:

@@ -15,13 +15,30 @@ import math
 from collections import Counter, defaultdict
 from pathlib import Path
 
-CLASSES = ("OK", "OK-BOTH-REFUSE", "REFUSED-BY-AISIM", "MISMATCH-REFUSAL", "MISMATCH",
-           "INVALID-CONFIG", "ERROR")
+CLASSES = (
+    "OK",
+    "OK-BOTH-REFUSE",
+    "REFUSED-BY-AISIM",
+    "MISMATCH-REFUSAL",
+    "MISMATCH",
+    "INVALID-CONFIG",
+    "ERROR",
+)
 MISMATCHES = ("MISMATCH", "MISMATCH-REFUSAL")
 
-TIME_FIELDS = ("arrival_time_ms", "first_admit_ms", "prefill_admit_ms", "source_held_ms",
-               "destination_reserved_ms", "destination_activated_ms", "decode_admit_ms",
-               "first_token_ms", "last_token_ms", "source_released_ms", "terminal_time_ms")
+TIME_FIELDS = (
+    "arrival_time_ms",
+    "first_admit_ms",
+    "prefill_admit_ms",
+    "source_held_ms",
+    "destination_reserved_ms",
+    "destination_activated_ms",
+    "decode_admit_ms",
+    "first_token_ms",
+    "last_token_ms",
+    "source_released_ms",
+    "terminal_time_ms",
+)
 """Absolute simulated times of a record, in the order a request passes them."""
 DERIVED = ("e2e_latency_ms", "ttft_ms", "ttst_ms", "itl_ms")
 """Differences of the times above: reported, but they do not date a divergence."""
@@ -55,8 +72,11 @@ def _differences(got: dict, ref: dict) -> list[tuple[str, object, object, float 
         g, r = got.get(key), ref.get(key)
         when = None
         if key in TIME_FIELDS:
-            when = min(v for v in (g, r) if isinstance(v, (int, float))) if \
-                any(isinstance(v, (int, float)) for v in (g, r)) else None
+            when = (
+                min(v for v in (g, r) if isinstance(v, (int, float)))
+                if any(isinstance(v, (int, float)) for v in (g, r))
+                else None
+            )
         elif key == "admission_history":
             when = _first_history_difference(g or [], r or [])
         out.append((key, g, r, when))
@@ -86,8 +106,12 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.6f}".rstrip("0").rstrip(".")
     if isinstance(v, list) and v and isinstance(v[0], dict):
-        return json.dumps([{k: e[k] for k in ("at_ms", "is_readmission", "reused_input_tokens")
-                            if k in e} for e in v])
+        return json.dumps(
+            [
+                {k: e[k] for k in ("at_ms", "is_readmission", "reused_input_tokens") if k in e}
+                for e in v
+            ]
+        )
     return json.dumps(v)
 
 
@@ -114,15 +138,18 @@ def records_diff(got_path: Path, ref_path: Path, limit: int = 8) -> dict:
     if noise:
         # equal within the tolerance but not bit-equal: harmless alone, yet it decides the order
         # of events that should happen at one instant
-        first = "; ".join(f"{sid}.{key} aisim {g!r} AISimulate {r!r}"
-                          for _, sid, key, g, r in noise[:3])
+        first = "; ".join(
+            f"{sid}.{key} aisim {g!r} AISimulate {r!r}" for _, sid, key, g, r in noise[:3]
+        )
         lines.append(f"{len(noise)} timestamps differ only in the last bits, earliest: {first}")
     for when, sid, diffs in rows[:limit]:
         rec = ref[sid]
-        head = (f"{sid} (arrival {_fmt(rec.get('arrival_time_ms'))}, prompt "
-                f"{rec.get('input_length')}, output {rec.get('requested_output_length')}, "
-                f"status {rec.get('terminal_status')}; first difference at "
-                f"{_fmt(when) if when != math.inf else '?'} ms)")
+        head = (
+            f"{sid} (arrival {_fmt(rec.get('arrival_time_ms'))}, prompt "
+            f"{rec.get('input_length')}, output {rec.get('requested_output_length')}, "
+            f"status {rec.get('terminal_status')}; first difference at "
+            f"{_fmt(when) if when != math.inf else '?'} ms)"
+        )
         lines.append(head)
         for key, g, r, _ in sorted(diffs, key=lambda d: (d[3] is None, d[3] or 0, d[0]))[:8]:
             delta = ""
@@ -130,11 +157,15 @@ def records_diff(got_path: Path, ref_path: Path, limit: int = 8) -> dict:
                 delta = f" ({g - r:+.6g})"
             lines.append(f"    {key}: aisim {_fmt(g)}  AISimulate {_fmt(r)}{delta}")
     first = rows[0] if rows else None
-    return {"text": "\n".join(lines) + "\n", "differing": len(rows),
-            "only_aisim": len(only_a), "only_aisimulate": len(only_b),
-            "first_session": first[1] if first else None,
-            "first_time_ms": first[0] if first and first[0] != math.inf else None,
-            "first_fields": [d[0] for d in first[2]] if first else []}
+    return {
+        "text": "\n".join(lines) + "\n",
+        "differing": len(rows),
+        "only_aisim": len(only_a),
+        "only_aisimulate": len(only_b),
+        "first_session": first[1] if first else None,
+        "first_time_ms": first[0] if first and first[0] != math.inf else None,
+        "first_fields": [d[0] for d in first[2]] if first else [],
+    }
 
 
 # --------------------------------------------------------------------------- summary
@@ -148,21 +179,30 @@ def write_summary(out: Path) -> str:
     """The summary table of every finished case under out; also written to out/summary.md."""
     results = load_results(out)
     counts = Counter(r["class"] for r in results)
-    lines = [f"# difftest summary: {len(results)} cases in {out}", "",
-             "| class | cases |", "|---|---|"]
+    lines = [
+        f"# difftest summary: {len(results)} cases in {out}",
+        "",
+        "| class | cases |",
+        "|---|---|",
+    ]
     lines += [f"| {c} | {counts[c]} |" for c in CLASSES if counts[c]]
     by_tag: dict[str, Counter] = defaultdict(Counter)
     for r in results:
         for tag in r["tags"]:
             by_tag[tag][r["class"]] += 1
     shown = [c for c in CLASSES if counts[c]]
-    lines += ["", "## per feature bucket", "",
-              "| bucket | cases | " + " | ".join(shown) + " |",
-              "|---|---|" + "---|" * len(shown)]
+    lines += [
+        "",
+        "## per feature bucket",
+        "",
+        "| bucket | cases | " + " | ".join(shown) + " |",
+        "|---|---|" + "---|" * len(shown),
+    ]
     for tag in sorted(by_tag):
         c = by_tag[tag]
-        lines.append(f"| {tag} | {sum(c.values())} | " + " | ".join(str(c[k]) for k in shown)
-                     + " |")
+        lines.append(
+            f"| {tag} | {sum(c.values())} | " + " | ".join(str(c[k]) for k in shown) + " |"
+        )
     lines += ["", "## where mismatches cluster (tag pairs with >= 2 mismatches)", ""]
     pairs: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for r in results:
@@ -170,19 +210,25 @@ def write_summary(out: Path) -> str:
         for pair in itertools.combinations(sorted(r["tags"]), 2):
             pairs[pair][0] += 1
             pairs[pair][1] += bad
-    ranked = sorted(((m / n, m, n, p) for p, (n, m) in pairs.items() if m >= 2),
-                    key=lambda x: (-x[0], -x[1], x[3]))
+    ranked = sorted(
+        ((m / n, m, n, p) for p, (n, m) in pairs.items() if m >= 2),
+        key=lambda x: (-x[0], -x[1], x[3]),
+    )
     lines += [f"* {a}+{b}: {m}/{n} mismatch" for _, m, n, (a, b) in ranked[:30]] or ["(none)"]
     lines += ["", "## cases not OK", ""]
     for r in results:
         if r["class"] in ("OK", "OK-BOTH-REFUSE"):
             continue
         req = r.get("requests") or {}
-        first = (f"; first differing request {req['first_session']} at "
-                 f"{req['first_time_ms']} ms ({', '.join(req['first_fields'][:4])})"
-                 if req.get("first_session") else "")
-        lines.append(f"* {r['class']} cases/{r['id']} [{','.join(r['tags'])}]: "
-                     f"{r.get('worst') or ''}{first}")
+        first = (
+            f"; first differing request {req['first_session']} at "
+            f"{req['first_time_ms']} ms ({', '.join(req['first_fields'][:4])})"
+            if req.get("first_session")
+            else ""
+        )
+        lines.append(
+            f"* {r['class']} cases/{r['id']} [{','.join(r['tags'])}]: {r.get('worst') or ''}{first}"
+        )
     text = "\n".join(lines) + "\n"
     (out / "summary.md").write_text(text)
     return text

@@ -29,21 +29,51 @@ DENSE = {"Qwen/Qwen3-0.6B": 16, "Qwen/Qwen3-8B": 32, "Qwen/Qwen3-32B": 64}
 # tensor x attention_data = moe_tensor x moe_expert; the splits the goldens and README name, plus
 # neighbours of them (a slice the tables lack is a documented refusal, which the run counts)
 MOE_SPLITS = {
-    "Qwen/Qwen3-30B-A3B": [(1, 2, 1, 2, 1), (2, 1, 1, 2, 1), (2, 1, 2, 1, 1), (2, 2, 2, 2, 1),
-                           (2, 4, 1, 8, 1), (4, 1, 1, 4, 1), (1, 4, 1, 4, 1), (1, 8, 1, 8, 1),
-                           (4, 2, 1, 8, 1), (2, 2, 1, 4, 2)],
-    "Qwen/Qwen3-235B-A22B": [(4, 1, 1, 4, 1), (8, 1, 1, 8, 1), (4, 2, 1, 8, 1), (2, 4, 1, 8, 1),
-                             (1, 8, 1, 8, 1), (16, 1, 1, 16, 1)],
-    "deepseek-ai/DeepSeek-V3": [(1, 8, 1, 8, 1), (2, 4, 1, 8, 1), (4, 2, 1, 8, 1),
-                                (8, 1, 1, 8, 1), (8, 2, 1, 16, 1), (2, 2, 1, 4, 2),
-                                (1, 16, 1, 16, 1)],
+    "Qwen/Qwen3-30B-A3B": [
+        (1, 2, 1, 2, 1),
+        (2, 1, 1, 2, 1),
+        (2, 1, 2, 1, 1),
+        (2, 2, 2, 2, 1),
+        (2, 4, 1, 8, 1),
+        (4, 1, 1, 4, 1),
+        (1, 4, 1, 4, 1),
+        (1, 8, 1, 8, 1),
+        (4, 2, 1, 8, 1),
+        (2, 2, 1, 4, 2),
+    ],
+    "Qwen/Qwen3-235B-A22B": [
+        (4, 1, 1, 4, 1),
+        (8, 1, 1, 8, 1),
+        (4, 2, 1, 8, 1),
+        (2, 4, 1, 8, 1),
+        (1, 8, 1, 8, 1),
+        (16, 1, 1, 16, 1),
+    ],
+    "deepseek-ai/DeepSeek-V3": [
+        (1, 8, 1, 8, 1),
+        (2, 4, 1, 8, 1),
+        (4, 2, 1, 8, 1),
+        (8, 1, 1, 8, 1),
+        (8, 2, 1, 16, 1),
+        (2, 2, 1, 4, 2),
+        (1, 16, 1, 16, 1),
+    ],
     "deepseek-ai/DeepSeek-R1": [(1, 8, 1, 8, 1), (2, 4, 1, 8, 1), (8, 1, 1, 8, 1)],
-    "deepseek-ai/DeepSeek-V3.2": [(1, 8, 1, 8, 1), (2, 4, 1, 8, 1), (8, 1, 1, 8, 1),
-                                  (1, 16, 1, 16, 1), (4, 2, 1, 8, 1)],
+    "deepseek-ai/DeepSeek-V3.2": [
+        (1, 8, 1, 8, 1),
+        (2, 4, 1, 8, 1),
+        (8, 1, 1, 8, 1),
+        (1, 16, 1, 16, 1),
+        (4, 2, 1, 8, 1),
+    ],
 }
 # GPUs a worker needs before the memory model can fit the weights (default KV capacity)
-MIN_GPUS_DEFAULT_CAPACITY = {"Qwen/Qwen3-235B-A22B": 4, "deepseek-ai/DeepSeek-V3": 8,
-                             "deepseek-ai/DeepSeek-R1": 8, "deepseek-ai/DeepSeek-V3.2": 8}
+MIN_GPUS_DEFAULT_CAPACITY = {
+    "Qwen/Qwen3-235B-A22B": 4,
+    "deepseek-ai/DeepSeek-V3": 8,
+    "deepseek-ai/DeepSeek-R1": 8,
+    "deepseek-ai/DeepSeek-V3.2": 8,
+}
 
 PROMPTS = [4, 16, 60, 64, 100, 128, 200, 256, 300, 500, 512, 777, 1000, 1024, 1500, 2048, 3000]
 OUTPUTS = [1, 2, 3, 8, 16, 20, 32, 50, 64, 100, 128, 200]
@@ -94,13 +124,25 @@ def sample_case(seed: int, index: int) -> Case:
     tags: list[str] = []
     mode = d.pick({"aggregated": 0.65, "disaggregated": 0.35})
     backend = d.pick({"vllm": 0.65, "trtllm": 0.35})
-    model = d.pick({"Qwen/Qwen3-0.6B": 0.12, "Qwen/Qwen3-8B": 0.22, "Qwen/Qwen3-32B": 0.26,
-                    "Qwen/Qwen3-30B-A3B": 0.12, "Qwen/Qwen3-235B-A22B": 0.07,
-                    "deepseek-ai/DeepSeek-V3": 0.08, "deepseek-ai/DeepSeek-R1": 0.04,
-                    "deepseek-ai/DeepSeek-V3.2": 0.09})
+    model = d.pick(
+        {
+            "Qwen/Qwen3-0.6B": 0.12,
+            "Qwen/Qwen3-8B": 0.22,
+            "Qwen/Qwen3-32B": 0.26,
+            "Qwen/Qwen3-30B-A3B": 0.12,
+            "Qwen/Qwen3-235B-A22B": 0.07,
+            "deepseek-ai/DeepSeek-V3": 0.08,
+            "deepseek-ai/DeepSeek-R1": 0.04,
+            "deepseek-ai/DeepSeek-V3.2": 0.09,
+        }
+    )
     moe = model not in DENSE
-    tags += [backend, "pd" if mode == "disaggregated" else "agg", "model:" + model.split("/")[1],
-             "family:" + ("dense" if not moe else "mla" if "deepseek" in model else "moe")]
+    tags += [
+        backend,
+        "pd" if mode == "disaggregated" else "agg",
+        "model:" + model.split("/")[1],
+        "family:" + ("dense" if not moe else "mla" if "deepseek" in model else "moe"),
+    ]
     # native MTP needs op-level timing in every role (AISimulate rejects it otherwise); in P/D it
     # is a documented refusal of aisim, so only a few P/D cases ask for it
     mtp = d.chance(0.30 if mode == "aggregated" else 0.03)
@@ -121,8 +163,12 @@ def sample_case(seed: int, index: int) -> Case:
         nextn = d.pick({1: 0.25, 2: 0.35, 3: 0.25, 4: 0.08, 5: 0.07})
         accepted = d.pick({"zero": 0.1, "all": 0.15, "half": 0.15, "random": 0.6})
         engine["nextn"] = nextn
-        engine["nextn_accepted"] = {"zero": 0.0, "all": float(nextn), "half": nextn / 2,
-                                    "random": round(d.rng.uniform(0, nextn), 1)}[accepted]
+        engine["nextn_accepted"] = {
+            "zero": 0.0,
+            "all": float(nextn),
+            "half": nextn / 2,
+            "random": round(d.rng.uniform(0, nextn), 1),
+        }[accepted]
         tags.append("mtp")
 
     traffic, wl = _traffic(d, tags, mode)
@@ -135,8 +181,11 @@ def sample_case(seed: int, index: int) -> Case:
     no_chunk = engine.get("enable_chunked_prefill") is False
     nextn = engine.get("nextn", 0)
     if mode == "aggregated":
-        engine["workers"] = {"aggregated": _worker(d, tags, model, backend, timing_kind, wl,
-                                                   "aggregated", no_chunk, nextn)}
+        engine["workers"] = {
+            "aggregated": _worker(
+                d, tags, model, backend, timing_kind, wl, "aggregated", no_chunk, nextn
+            )
+        }
     else:
         engine["workers"] = {
             "prefill": _worker(d, tags, model, backend, timing_kind, wl, "prefill", no_chunk, 0),
@@ -159,8 +208,9 @@ def _traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workload]:
     output = d.one(OUTPUTS)
     source: dict = {"type": "synthetic", "input_tokens": prompt, "output_tokens": output}
     if d.chance(0.3):
-        source["cached_prefix_tokens"] = d.one([prompt, prompt // 2, min(prompt, 64),
-                                                max(1, prompt - 1), min(prompt, 100)])
+        source["cached_prefix_tokens"] = d.one(
+            [prompt, prompt // 2, min(prompt, 64), max(1, prompt - 1), min(prompt, 100)]
+        )
         tags.append("cached-prefix")
     kind = d.pick({"concurrency": 0.5, "poisson": 0.3, "constant_rate": 0.2})
     tags.append("load:" + kind)
@@ -187,8 +237,9 @@ def _traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workload]:
     else:
         stop = {"requests": n}
     traffic = {"source": source, "load": load, "stop": stop}
-    return {"traffic": traffic, "files": {}}, _Workload([prompt], [output], min(in_flight, n),
-                                                        trace=False)
+    return {"traffic": traffic, "files": {}}, _Workload(
+        [prompt], [output], min(in_flight, n), trace=False
+    )
 
 
 def _trace_traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workload]:
@@ -196,8 +247,10 @@ def _trace_traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workloa
     tags.append("trace")
     tbs = d.pick({16: 0.15, 32: 0.3, 64: 0.3, 128: 0.15, 512: 0.1})
     rows_n = d.between(6, 80)
-    groups = [list(range(1000 * (g + 1), 1000 * (g + 1) + d.between(1, max(1, 1536 // tbs))))
-              for g in range(d.between(1, 4))]
+    groups = [
+        list(range(1000 * (g + 1), 1000 * (g + 1) + d.between(1, max(1, 1536 // tbs))))
+        for g in range(d.between(1, 4))
+    ]
     next_id = 100_000
     t = 0.0
     rows = []
@@ -243,8 +296,10 @@ def _trace_traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workloa
     text = "".join(_json_row(r) + "\n" for r in rows)
     prompts = [r.get("input_length", len(r["hash_ids"]) * tbs) for r in rows]
     outputs = [r["output_length"] for r in rows]
-    return ({"traffic": traffic, "files": {"trace.jsonl": text}},
-            _Workload(prompts, outputs, in_flight, trace=True))
+    return (
+        {"traffic": traffic, "files": {"trace.jsonl": text}},
+        _Workload(prompts, outputs, in_flight, trace=True),
+    )
 
 
 def _json_row(row: dict) -> str:
@@ -294,23 +349,44 @@ def _parallelism(d: _Draw, tags: list[str], model: str, timing_kind: str, role: 
     return par
 
 
-def _worker(d: _Draw, tags: list[str], model: str, backend: str, timing_kind: str,
-            wl: _Workload, role: str, no_chunk: bool, nextn: int) -> dict:
+def _worker(
+    d: _Draw,
+    tags: list[str],
+    model: str,
+    backend: str,
+    timing_kind: str,
+    wl: _Workload,
+    role: str,
+    no_chunk: bool,
+    nextn: int,
+) -> dict:
     par = _parallelism(d, tags, model, timing_kind, role)
     worker: dict = {"parallelism": par}
     # scheduler: token budget, running-request limit, vLLM prefill interval
     sched: dict = {}
     longest = max(wl.prompts)
-    budget = d.pick({64: 0.08, 100: 0.1, 128: 0.08, 256: 0.12, 512: 0.12, 1024: 0.1,
-                     2048: 0.12, 4096: 0.08, 8192: 0.2})
+    budget = d.pick(
+        {
+            64: 0.08,
+            100: 0.1,
+            128: 0.08,
+            256: 0.12,
+            512: 0.12,
+            1024: 0.1,
+            2048: 0.12,
+            4096: 0.08,
+            8192: 0.2,
+        }
+    )
     if no_chunk and d.chance(0.85):
         budget = max(budget, longest)  # a prompt larger than the budget stalls (both refuse)
     sched["max_batched_tokens"] = budget
     if role == "prefill" and d.chance(0.45):
         tags.append("pd-prefill-seqs-unset")  # the prefill role defaults to one sequence
     else:
-        sched["max_sequences"] = d.pick({1: 0.05, 2: 0.08, 4: 0.12, 8: 0.15, 16: 0.15,
-                                         64: 0.15, 256: 0.3})
+        sched["max_sequences"] = d.pick(
+            {1: 0.05, 2: 0.08, 4: 0.12, 8: 0.15, 16: 0.15, 64: 0.15, 256: 0.3}
+        )
     if backend == "vllm" and d.chance(0.15):
         sched["prefill_schedule_interval"] = d.pick({2: 0.7, 3: 0.3})
         tags.append("psi>1")
@@ -323,10 +399,22 @@ def _worker(d: _Draw, tags: list[str], model: str, backend: str, timing_kind: st
     return worker
 
 
-def _kv_cache(d: _Draw, tags: list[str], model: str, backend: str, par: dict, wl: _Workload,
-              sched: dict, role: str, nextn: int) -> dict:
-    block = d.pick({16: 0.3, 32: 0.3, 64: 0.3, 128: 0.1}) if backend == "vllm" else \
-        d.pick({16: 0.2, 32: 0.5, 64: 0.3})
+def _kv_cache(
+    d: _Draw,
+    tags: list[str],
+    model: str,
+    backend: str,
+    par: dict,
+    wl: _Workload,
+    sched: dict,
+    role: str,
+    nextn: int,
+) -> dict:
+    block = (
+        d.pick({16: 0.3, 32: 0.3, 64: 0.3, 128: 0.1})
+        if backend == "vllm"
+        else d.pick({16: 0.2, 32: 0.5, 64: 0.3})
+    )
     kv: dict = {"block_size": block}
     if d.chance(0.22):
         kv["prefix_caching"] = False
@@ -335,8 +423,9 @@ def _kv_cache(d: _Draw, tags: list[str], model: str, backend: str, par: dict, wl
     can_default = gpus >= MIN_GPUS_DEFAULT_CAPACITY.get(model, 1)
     # aisim refuses the memory model's capacity under MTP; a few cases keep that refusal checked
     default = (0.02 if nextn else 0.15) if can_default else 0
-    pressure = d.pick({"ample": 0.3, "tight": 0.4, "default": default,
-                       "bytes": 0.05, "too-small": 0.02})
+    pressure = d.pick(
+        {"ample": 0.3, "tight": 0.4, "default": default, "bytes": 0.05, "too-small": 0.02}
+    )
     tags.append(f"kv:{pressure}" + (f"@{role}" if role != "aggregated" else ""))
     if pressure == "default":
         cap: dict = {"type": "default"}
@@ -347,8 +436,7 @@ def _kv_cache(d: _Draw, tags: list[str], model: str, backend: str, par: dict, wl
     # blocks one request needs at its longest (prompt + output + MTP drafts)
     longest = max(p + o for p, o in zip(wl.prompts, wl.outputs, strict=True))
     one = math.ceil((longest + nextn + 1) / block)
-    running = max(1, min(wl.in_flight, sched.get("max_sequences", 1 if role == "prefill"
-                                                 else 256)))
+    running = max(1, min(wl.in_flight, sched.get("max_sequences", 1 if role == "prefill" else 256)))
     ranks = par.get("attention_data", 1)
     per_rank = max(1, math.ceil(running / ranks))
     if pressure == "ample":
@@ -367,11 +455,20 @@ def _kv_cache(d: _Draw, tags: list[str], model: str, backend: str, par: dict, wl
 
 def _kv_bytes(model: str, par: dict) -> int:
     """Roughly one token's KV bytes on one rank (the value a `bytes` capacity is given)."""
-    per_layer = {"Qwen/Qwen3-0.6B": 8 * 128 * 2 * 2, "Qwen/Qwen3-8B": 8 * 128 * 2 * 2,
-                 "Qwen/Qwen3-32B": 8 * 128 * 2 * 2, "Qwen/Qwen3-30B-A3B": 4 * 128 * 2 * 2,
-                 "Qwen/Qwen3-235B-A22B": 4 * 128 * 2 * 2}.get(model, 656)
-    layers = {"Qwen/Qwen3-0.6B": 28, "Qwen/Qwen3-8B": 36, "Qwen/Qwen3-32B": 64,
-              "Qwen/Qwen3-30B-A3B": 48, "Qwen/Qwen3-235B-A22B": 94}.get(model, 61)
+    per_layer = {
+        "Qwen/Qwen3-0.6B": 8 * 128 * 2 * 2,
+        "Qwen/Qwen3-8B": 8 * 128 * 2 * 2,
+        "Qwen/Qwen3-32B": 8 * 128 * 2 * 2,
+        "Qwen/Qwen3-30B-A3B": 4 * 128 * 2 * 2,
+        "Qwen/Qwen3-235B-A22B": 4 * 128 * 2 * 2,
+    }.get(model, 656)
+    layers = {
+        "Qwen/Qwen3-0.6B": 28,
+        "Qwen/Qwen3-8B": 36,
+        "Qwen/Qwen3-32B": 64,
+        "Qwen/Qwen3-30B-A3B": 48,
+        "Qwen/Qwen3-235B-A22B": 94,
+    }.get(model, 61)
     return max(1, per_layer * layers // max(1, par.get("tensor", 1)))
 
 
@@ -380,8 +477,11 @@ def _timing(d: _Draw, kind: str) -> dict:
         return {"type": "default"}
     if kind == "polynomial":
         return {"type": "polynomial"}
-    return {"type": "fixed", "prefill_ms": d.one([1, 2.5, 7, 7.3, 10, 15]),
-            "decode_ms": d.one([0.5, 1, 1.7, 2, 3])}
+    return {
+        "type": "fixed",
+        "prefill_ms": d.one([1, 2.5, 7, 7.3, 10, 15]),
+        "decode_ms": d.one([0.5, 1, 1.7, 2, 3]),
+    }
 
 
 def _kv_transfer(d: _Draw, tags: list[str]) -> dict | None:

@@ -44,21 +44,39 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="aisim-install-"))
     try:
         clone = _clone(scratch / "clone")
-        install_s, proc = _timed(["sh", "-c", "python3 -m venv .venv && "
-                                  ".venv/bin/pip install -q -e ."], clone, env)
+        install_s, proc = _timed(
+            ["sh", "-c", "python3 -m venv .venv && .venv/bin/pip install -q -e ."], clone, env
+        )
         if proc.returncode:
             sys.exit(proc.stderr[-2000:])
-        first_s, proc = _timed([".venv/bin/aisim", "predict", "-c", "examples/quickstart.yaml"],
-                               clone, env)
-        print(json.dumps({"figure": "first predict in a fresh clone", "install_s":
-                          round(install_s, 1), "first_predict_s": round(first_s, 2),
-                          "exit": proc.returncode, "compiled": "compiling" in proc.stderr}))
+        first_s, proc = _timed(
+            [".venv/bin/aisim", "predict", "-c", "examples/quickstart.yaml"], clone, env
+        )
+        print(
+            json.dumps(
+                {
+                    "figure": "first predict in a fresh clone",
+                    "install_s": round(install_s, 1),
+                    "first_predict_s": round(first_s, 2),
+                    "exit": proc.returncode,
+                    "compiled": "compiling" in proc.stderr,
+                }
+            )
+        )
         if args.ci:
             ci_clone = _clone(scratch / "ci")
             ci_s, proc = _timed([".ci/run"], ci_clone, env)
             tail = (proc.stdout.strip().splitlines() or [""])[-1]
-            print(json.dumps({"figure": ".ci/run in a fresh clone", "seconds": round(ci_s, 1),
-                              "exit": proc.returncode, "pytest": tail}))
+            print(
+                json.dumps(
+                    {
+                        "figure": ".ci/run in a fresh clone",
+                        "seconds": round(ci_s, 1),
+                        "exit": proc.returncode,
+                        "pytest": tail,
+                    }
+                )
+            )
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -19,8 +19,13 @@ from pathlib import Path
 import numpy as np
 
 GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "golden"
-DEFAULT = ("dense-vllm-c64-r256", "dense-trtllm-c64-r256", "mla-dp8-c128-r256",
-           "dsr1-trtllm-tp8", "dsv3-vllm-tp2-dp4")
+DEFAULT = (
+    "dense-vllm-c64-r256",
+    "dense-trtllm-c64-r256",
+    "mla-dp8-c128-r256",
+    "dsr1-trtllm-tp8",
+    "dsv3-vllm-tp2-dp4",
+)
 
 
 def shapes(count: int, seed: int = 11) -> tuple[np.ndarray, ...]:
@@ -71,14 +76,16 @@ def main() -> None:
         spec = resolve(load_config(str(GOLDEN / name / "config.yaml")))
         plan = plan_for(spec, name)
         memo = allocate_memo(len(plan.op_names), 1 << 10)
-        checksum = drive(plan.arrays, memo, kind, a, b, c)   # compile + warm
+        checksum = drive(plan.arrays, memo, kind, a, b, c)  # compile + warm
         best = float("inf")
         for _ in range(args.repeats):
             t0 = time.perf_counter()
             drive(plan.arrays, memo, kind, a, b, c)
             best = min(best, time.perf_counter() - t0)
-        print(f"{name:32s} {best / len(kind) * 1e6:8.2f} us per memo_fill "
-              f"({len(plan.op_names)} ops, checksum {checksum!r})")
+        print(
+            f"{name:32s} {best / len(kind) * 1e6:8.2f} us per memo_fill "
+            f"({len(plan.op_names)} ops, checksum {checksum!r})"
+        )
 
 
 if __name__ == "__main__":

@@ -96,8 +96,13 @@ class Probe:
         path.write_text(text if text is not None else QUICK.replace("REQUESTS", str(requests)))
         return path
 
-    def run(self, args: list[str], timeout: float = 120, fsize: int | None = None,
-            cwd: Path | None = None) -> dict:
+    def run(
+        self,
+        args: list[str],
+        timeout: float = 120,
+        fsize: int | None = None,
+        cwd: Path | None = None,
+    ) -> dict:
         def limit():
             default_signals()
             if fsize is not None:
@@ -105,8 +110,14 @@ class Probe:
 
         t0 = time.monotonic()
         try:
-            p = subprocess.run(self.aisim + args, capture_output=True, text=True,
-                               timeout=timeout, preexec_fn=limit, cwd=cwd)
+            p = subprocess.run(
+                self.aisim + args,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                preexec_fn=limit,
+                cwd=cwd,
+            )
             rc, out, err = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired as exc:
             rc, out, err = "timeout", exc.stdout or "", exc.stderr or ""
@@ -136,11 +147,18 @@ def listing(folder: Path) -> dict[str, int]:
     return out
 
 
-def interrupt_when(cmd: list[str], ready, sig=signal.SIGINT, timeout: float = 300,
-                   group: bool = False) -> dict:
+def interrupt_when(
+    cmd: list[str], ready, sig=signal.SIGINT, timeout: float = 300, group: bool = False
+) -> dict:
     """Start cmd, send `sig` once ready() is true; exit code, seconds from signal to exit."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True, preexec_fn=default_signals)
+    p = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=default_signals,
+    )
     t0 = time.monotonic()
     sent = None
     while p.poll() is None and time.monotonic() - t0 < timeout:
@@ -157,8 +175,14 @@ def interrupt_when(cmd: list[str], ready, sig=signal.SIGINT, timeout: float = 30
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     out, err = p.communicate()
-    return {"rc": p.returncode, "out": out, "err": err, "pid": p.pid, "orphans": orphans,
-            "after_signal_s": None if sent is None else done - sent}
+    return {
+        "rc": p.returncode,
+        "out": out,
+        "err": err,
+        "pid": p.pid,
+        "orphans": orphans,
+        "after_signal_s": None if sent is None else done - sent,
+    }
 
 
 def rss_mb(pid: int) -> float:
@@ -191,23 +215,53 @@ def probe_overwrite(pr: Probe, requests: int) -> None:
     cfg = pr.config(f"q{requests}", requests)
     small = pr.config("q256", 256)
     out = pr.work / f"ow{requests}"
-    pr.run(["predict", "-c", str(small), "-o", str(out), "--overwrite", "--capture-per-request",
-            "--format", "json"])
+    pr.run(
+        [
+            "predict",
+            "-c",
+            str(small),
+            "-o",
+            str(out),
+            "--overwrite",
+            "--capture-per-request",
+            "--format",
+            "json",
+        ]
+    )
     before = listing(out)
     old = (out / "prediction.sha256").read_text()
-    r = interrupt_when([*pr.aisim, "predict", "-c", str(cfg), "-o", str(out), "--overwrite",
-                        "--capture-per-request", "--format", "json"],
-                       lambda _t, _pid: listing(out) != before)
+    r = interrupt_when(
+        [
+            *pr.aisim,
+            "predict",
+            "-c",
+            str(cfg),
+            "-o",
+            str(out),
+            "--overwrite",
+            "--capture-per-request",
+            "--format",
+            "json",
+        ],
+        lambda _t, _pid: listing(out) != before,
+    )
     now = listing(out)
     sha = (out / "prediction.sha256").read_text() if (out / "prediction.sha256").exists() else None
-    state = ("earlier results kept" if sha == old and now == before else
-             "new results complete" if sha and r["rc"] == 0 else "earlier results LOST")
+    state = (
+        "earlier results kept"
+        if sha == old and now == before
+        else "new results complete"
+        if sha and r["rc"] == 0
+        else "earlier results LOST"
+    )
     extra = sorted(set(now) - set(before))
-    pr.record(f"2 overwrite + Ctrl-C in the write ({requests:,} requests)",
-              f"aisim predict -c q{requests}.yaml -o DIR --overwrite --capture-per-request; "
-              "SIGINT once DIR changes",
-              f"{err_summary(r)}; {state} ({len(now)} files, before {len(before)}); "
-              f"leftovers: {extra or 'none'}")
+    pr.record(
+        f"2 overwrite + Ctrl-C in the write ({requests:,} requests)",
+        f"aisim predict -c q{requests}.yaml -o DIR --overwrite --capture-per-request; "
+        "SIGINT once DIR changes",
+        f"{err_summary(r)}; {state} ({len(now)} files, before {len(before)}); "
+        f"leftovers: {extra or 'none'}",
+    )
 
 
 def probe_full_disk(pr: Probe) -> None:
@@ -217,27 +271,58 @@ def probe_full_disk(pr: Probe) -> None:
     pr.run(["predict", "-c", str(small), "-o", str(out), "--overwrite", "--format", "json"])
     before = listing(out)
     for attempt in (1, 2):
-        r = pr.run(["predict", "-c", str(cfg), "-o", str(out), "--overwrite",
-                    "--capture-per-request", "--format", "json"], fsize=1 << 20)
+        r = pr.run(
+            [
+                "predict",
+                "-c",
+                str(cfg),
+                "-o",
+                str(out),
+                "--overwrite",
+                "--capture-per-request",
+                "--format",
+                "json",
+            ],
+            fsize=1 << 20,
+        )
         now = listing(out)
-        pr.record(f"3 file-size limit 1 MiB (RLIMIT_FSIZE), run {attempt}",
-                  "aisim predict -c q2048.yaml -o DIR --overwrite --capture-per-request",
-                  f"{err_summary(r)}; files now {sorted(now)}; earlier set "
-                  f"{'kept' if all(now.get(k) == v for k, v in before.items()) else 'LOST'}")
+        pr.record(
+            f"3 file-size limit 1 MiB (RLIMIT_FSIZE), run {attempt}",
+            "aisim predict -c q2048.yaml -o DIR --overwrite --capture-per-request",
+            f"{err_summary(r)}; files now {sorted(now)}; earlier set "
+            f"{'kept' if all(now.get(k) == v for k, v in before.items()) else 'LOST'}",
+        )
     tiny = pr.work / "tinyfs"
     tiny.mkdir(exist_ok=True)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(tiny)],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(tiny)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pr.record("3 5 MB filesystem", "mount -t tmpfs -o size=5m", "not run (mount refused)")
         return
     try:
         cfg = pr.config("q8192", 8192)
         for attempt in (1, 2):
-            r = pr.run(["predict", "-c", str(cfg), "-o", str(tiny / "out"), "--overwrite",
-                        "--capture-per-request", "--format", "json"])
-            pr.record(f"3 5 MB tmpfs, run {attempt}",
-                      "aisim predict -c q8192.yaml -o TINY/out --overwrite --capture-per-request",
-                      f"{err_summary(r)}; files now {sorted(listing(tiny))}")
+            r = pr.run(
+                [
+                    "predict",
+                    "-c",
+                    str(cfg),
+                    "-o",
+                    str(tiny / "out"),
+                    "--overwrite",
+                    "--capture-per-request",
+                    "--format",
+                    "json",
+                ]
+            )
+            pr.record(
+                f"3 5 MB tmpfs, run {attempt}",
+                "aisim predict -c q8192.yaml -o TINY/out --overwrite --capture-per-request",
+                f"{err_summary(r)}; files now {sorted(listing(tiny))}",
+            )
     finally:
         subprocess.run(["umount", str(tiny)], capture_output=True)
 
@@ -245,28 +330,44 @@ def probe_full_disk(pr: Probe) -> None:
 def probe_kernel_interrupt(pr: Probe) -> None:
     cfg = pr.config("q10m", 10_000_000)
     out = pr.work / "kint"
+
     def in_kernel(_t, pid):
         """10 M requests' state is allocated and the event loop is touching its pages (RSS
         past 1.3 GB of the run's ~1.9 GB peak; measured by sampling a run)."""
         return rss_mb(pid) > 1300
 
     r = interrupt_when([*pr.aisim, "predict", "-c", str(cfg), "-o", str(out)], in_kernel)
-    pr.record("4 Ctrl-C while the kernel runs",
-              "aisim predict -c q10m.yaml -o DIR; SIGINT once the state is allocated",
-              f"{err_summary(r)}; stopped {r['after_signal_s'] or -1:.2f} s after the signal; "
-              f"written: {sorted(listing(out)) if out.exists() else 'nothing'}")
+    pr.record(
+        "4 Ctrl-C while the kernel runs",
+        "aisim predict -c q10m.yaml -o DIR; SIGINT once the state is allocated",
+        f"{err_summary(r)}; stopped {r['after_signal_s'] or -1:.2f} s after the signal; "
+        f"written: {sorted(listing(out)) if out.exists() else 'nothing'}",
+    )
 
 
 def sweep_args(pr: Probe, out: Path, jobs: int, values: str) -> list[str]:
     cfg = pr.config("q20k", 20000)
-    return [*pr.aisim, "sweep", "-c", str(cfg), "--grid", f"traffic.load.concurrency={values}",
-            "-o", str(out), "-j", str(jobs)]
+    return [
+        *pr.aisim,
+        "sweep",
+        "-c",
+        str(cfg),
+        "--grid",
+        f"traffic.load.concurrency={values}",
+        "-o",
+        str(out),
+        "-j",
+        str(jobs),
+    ]
 
 
 def probe_sweeps(pr: Probe) -> None:
     values = "1,2,3,4,5,6,7,8"
-    for jobs, sig, name in ((2, signal.SIGINT, "SIGINT"), (1, signal.SIGINT, "SIGINT"),
-                            (2, signal.SIGTERM, "SIGTERM")):
+    for jobs, sig, name in (
+        (2, signal.SIGINT, "SIGINT"),
+        (1, signal.SIGINT, "SIGINT"),
+        (2, signal.SIGTERM, "SIGTERM"),
+    ):
         out = pr.work / f"sweep-j{jobs}-{name}"
         shutil.rmtree(out, ignore_errors=True)
 
@@ -277,50 +378,81 @@ def probe_sweeps(pr: Probe) -> None:
         orphans = r["orphans"]
         pts = [json.loads(p.read_text()) for p in (out / "points").glob("*.json")]
         failed = sum(1 for p in pts if p["status"] != "ok")
-        rerun = subprocess.run(sweep_args(pr, out, jobs, values), capture_output=True, text=True,
-                               preexec_fn=default_signals)
-        pr.record(f"5 sweep -j {jobs}, {name} to the leader",
-                  f"aisim sweep --grid traffic.load.concurrency={values} -j {jobs}; "
-                  f"{name} after the first point",
-                  f"{err_summary(r)}; stopped {r['after_signal_s']:.1f} s after the signal; "
-                  f"{len(pts)} points kept ({failed} recorded as failed); "
-                  f"workers left running: {len(orphans)}; rerun: exit {rerun.returncode}, "
-                  f"{rerun.stdout.strip()[:90]!r} {rerun.stderr.strip()[:120]!r}")
+        rerun = subprocess.run(
+            sweep_args(pr, out, jobs, values),
+            capture_output=True,
+            text=True,
+            preexec_fn=default_signals,
+        )
+        pr.record(
+            f"5 sweep -j {jobs}, {name} to the leader",
+            f"aisim sweep --grid traffic.load.concurrency={values} -j {jobs}; "
+            f"{name} after the first point",
+            f"{err_summary(r)}; stopped {r['after_signal_s']:.1f} s after the signal; "
+            f"{len(pts)} points kept ({failed} recorded as failed); "
+            f"workers left running: {len(orphans)}; rerun: exit {rerun.returncode}, "
+            f"{rerun.stdout.strip()[:90]!r} {rerun.stderr.strip()[:120]!r}",
+        )
     out = pr.work / "sweep-allfail"
     shutil.rmtree(out, ignore_errors=True)
-    r = subprocess.run([*pr.aisim, "sweep", "-c", str(pr.config("q256", 256)), "--grid",
-                        "engine.workers.aggregated.kv_cache.capacity.blocks=17,16", "-o",
-                        str(out), "-j", "1"],
-                       capture_output=True, text=True, preexec_fn=default_signals)
-    pr.record("5 sweep whose every point fails",
-              "aisim sweep --grid engine.workers.aggregated.kv_cache.capacity.blocks=17,16",
-              f"exit {r.returncode}: {r.stdout.strip()[:100]!r} {r.stderr.strip()[:100]!r}")
+    r = subprocess.run(
+        [
+            *pr.aisim,
+            "sweep",
+            "-c",
+            str(pr.config("q256", 256)),
+            "--grid",
+            "engine.workers.aggregated.kv_cache.capacity.blocks=17,16",
+            "-o",
+            str(out),
+            "-j",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=default_signals,
+    )
+    pr.record(
+        "5 sweep whose every point fails",
+        "aisim sweep --grid engine.workers.aggregated.kv_cache.capacity.blocks=17,16",
+        f"exit {r.returncode}: {r.stdout.strip()[:100]!r} {r.stderr.strip()[:100]!r}",
+    )
 
 
 def probe_bounds(pr: Probe) -> None:
     cfg = pr.config("q256", 256)
     w = "engine.workers.aggregated"
-    for s in ("traffic.source.output_tokens=1000000000000000000000000000000",
-              f"{w}.parallelism.replicas=18446744073709551616",
-              f"{w}.kv_cache.capacity.blocks=1000000000000",
-              f"{w}.parallelism.replicas=2147483648",
-              f"{w}.timing.decode_ms=1.0e+13",
-              f"{w}.timing.decode_ms=1.0e+15"):
+    for s in (
+        "traffic.source.output_tokens=1000000000000000000000000000000",
+        f"{w}.parallelism.replicas=18446744073709551616",
+        f"{w}.kv_cache.capacity.blocks=1000000000000",
+        f"{w}.parallelism.replicas=2147483648",
+        f"{w}.timing.decode_ms=1.0e+13",
+        f"{w}.timing.decode_ms=1.0e+15",
+    ):
         r = pr.run(["predict", "-c", str(cfg), "--set", s, "--format", "json"], timeout=120)
         res = ""
         if r["rc"] == 0:
             d = json.loads(r["out"])
-            res = (f"; duration_ms {d['duration_ms']}, mean_tpot_ms {d['mean_tpot_ms']}, "
-                   f"min_ttft_ms {d['min_ttft_ms']}")
-        pr.record(f"6/7 --set {s.split('=')[0].split('.')[-1]}={s.split('=')[1]}",
-                  f"aisim predict -c q256.yaml --set {s}", err_summary(r, 200) + res)
+            res = (
+                f"; duration_ms {d['duration_ms']}, mean_tpot_ms {d['mean_tpot_ms']}, "
+                f"min_ttft_ms {d['min_ttft_ms']}"
+            )
+        pr.record(
+            f"6/7 --set {s.split('=')[0].split('.')[-1]}={s.split('=')[1]}",
+            f"aisim predict -c q256.yaml --set {s}",
+            err_summary(r, 200) + res,
+        )
 
 
 def probe_alias_bomb(pr: Probe) -> None:
     cfg = pr.config("bomb", text=ALIAS_BOMB)
     r = pr.run(["validate", "-c", str(cfg)], timeout=30)
-    pr.record("8 YAML alias bomb (1.3 KB)", "aisim validate -c bomb.yaml (30 s limit)",
-              err_summary(r) + f" after {r['s']:.1f} s")
+    pr.record(
+        "8 YAML alias bomb (1.3 KB)",
+        "aisim validate -c bomb.yaml (30 s limit)",
+        err_summary(r) + f" after {r['s']:.1f} s",
+    )
     deep = pr.config("deep", text="traffic: " + "[" * 100000 + "]" * 100000 + "\n")
     r = pr.run(["validate", "-c", str(deep)], timeout=30)
     pr.record("8 100,000-deep YAML brackets", "aisim validate -c deep.yaml", err_summary(r))
@@ -334,26 +466,38 @@ def probe_small_pools(pr: Probe) -> None:
         v = pr.run(["validate", "-c", str(cfg), "--set", s])
         p = pr.run(["predict", "-c", str(cfg), "--set", s, "--format", "json"])
         res.append(f"{blocks}: validate {v['rc']} / predict {p['rc']}")
-    pr.record("9 capacity.blocks 1-18 (1024-token prompts, 64-token blocks)",
-              "aisim validate / predict --set ...capacity.blocks=N", "; ".join(res))
+    pr.record(
+        "9 capacity.blocks 1-18 (1024-token prompts, 64-token blocks)",
+        "aisim validate / predict --set ...capacity.blocks=N",
+        "; ".join(res),
+    )
 
 
 def probe_defaults(pr: Probe) -> None:
     text = QUICK.replace("REQUESTS", "64")
-    notraffic = pr.config("notraffic", text=text[text.index("engine:"):])
+    notraffic = pr.config("notraffic", text=text[text.index("engine:") :])
     r = pr.run(["predict", "-c", str(notraffic), "--format", "json"])
     n = json.loads(r["out"])["num_requests"] if r["rc"] == 0 else None
-    pr.record("10 config without traffic:", "aisim predict -c notraffic.yaml",
-              f"{err_summary(r)}; num_requests {n}")
+    pr.record(
+        "10 config without traffic:",
+        "aisim predict -c notraffic.yaml",
+        f"{err_summary(r)}; num_requests {n}",
+    )
     cfg = pr.config("q64", 64)
     r = pr.run(["predict", "-c", str(cfg), "--capture-per-request", "--format", "json"])
-    pr.record("10 --capture-per-request without --output-dir",
-              "aisim predict -c q64.yaml --capture-per-request", err_summary(r))
+    pr.record(
+        "10 --capture-per-request without --output-dir",
+        "aisim predict -c q64.yaml --capture-per-request",
+        err_summary(r),
+    )
     empty = pr.work / "emptydir"
     empty.mkdir(exist_ok=True)
     r = pr.run(["predict", "-c", str(cfg), "-o", "", "--format", "json"], cwd=empty)
-    pr.record("10 -o ''", "aisim predict -c q64.yaml -o ''",
-              f"{err_summary(r)}; files in the current folder: {sorted(listing(empty))}")
+    pr.record(
+        "10 -o ''",
+        "aisim predict -c q64.yaml -o ''",
+        f"{err_summary(r)}; files in the current folder: {sorted(listing(empty))}",
+    )
 
 
 TRACE_CASES = {
@@ -361,8 +505,10 @@ TRACE_CASES = {
     "NaN timestamp": "NaN",
     "timestamp 1e300": lambda rows: rows[2].update(timestamp=1e300),
     "two objects on one line": "two",
-    "out-of-order timestamps": lambda rows: (rows[0].update(timestamp=25),
-                                             rows[2].update(timestamp=0)),
+    "out-of-order timestamps": lambda rows: (
+        rows[0].update(timestamp=25),
+        rows[2].update(timestamp=0),
+    ),
     "100,000-deep brackets": "deep",
     "string input_length": lambda rows: rows[1].update(input_length="40"),
     "missing hash_ids": lambda rows: rows[1].pop("hash_ids"),
@@ -370,8 +516,10 @@ TRACE_CASES = {
 
 
 def trace_text(kind) -> str:
-    rows = [{"timestamp": 10 * i, "input_length": 40, "output_length": 5, "hash_ids": [1, 2, 3]}
-            for i in range(4)]
+    rows = [
+        {"timestamp": 10 * i, "input_length": 40, "output_length": 5, "hash_ids": [1, 2, 3]}
+        for i in range(4)
+    ]
     if callable(kind):
         kind(rows)
     lines = [json.dumps(r) for r in rows]
@@ -393,8 +541,11 @@ def probe_traces(pr: Probe) -> None:
         cfg.write_text(TRACE_CONFIG)
         v = pr.run(["validate", "-c", str(cfg)])
         p = pr.run(["predict", "-c", str(cfg), "--format", "json"])
-        pr.record(f"11/12 trace: {name}", "aisim validate / predict -c c.yaml",
-                  f"validate: {err_summary(v, 130)}; predict: {err_summary(p, 130)}")
+        pr.record(
+            f"11/12 trace: {name}",
+            "aisim validate / predict -c c.yaml",
+            f"validate: {err_summary(v, 130)}; predict: {err_summary(p, 130)}",
+        )
     folder = pr.work / "tracefifo"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
@@ -415,27 +566,52 @@ def probe_unwritable(pr: Probe) -> None:
     dangling = pr.work / "dangling"
     if not dangling.is_symlink():
         dangling.symlink_to(pr.work / "nowhere" / "deeper")
-    for name, target in (("parent is a file", afile / "out"), ("dangling symlink", dangling),
-                         ("/proc", Path("/proc")), ("/proc/aisim-out", Path("/proc/aisim-out"))):
+    for name, target in (
+        ("parent is a file", afile / "out"),
+        ("dangling symlink", dangling),
+        ("/proc", Path("/proc")),
+        ("/proc/aisim-out", Path("/proc/aisim-out")),
+    ):
         r = pr.run(["predict", "-c", str(cfg), "-o", str(target), "--overwrite"])
-        pr.record(f"13 output folder: {name}", f"aisim predict -c q4096.yaml -o {target}",
-                  f"{err_summary(r, 140)} after {r['s']:.1f} s")
+        pr.record(
+            f"13 output folder: {name}",
+            f"aisim predict -c q4096.yaml -o {target}",
+            f"{err_summary(r, 140)} after {r['s']:.1f} s",
+        )
 
 
 def probe_capture_memory(pr: Probe, requests: int) -> None:
     cfg = pr.config(f"q{requests}", requests)
     out = pr.work / f"mem{requests}"
-    code = ("import resource, subprocess, sys; "
-            "r = subprocess.run(sys.argv[1:]); "
-            "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-    r = subprocess.run([sys.executable, "-c", code, *pr.aisim, "predict", "-c", str(cfg),
-                        "-o", str(out), "--overwrite", "--capture-per-request"],
-                       capture_output=True, text=True, preexec_fn=default_signals)
+    code = (
+        "import resource, subprocess, sys; "
+        "r = subprocess.run(sys.argv[1:]); "
+        "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            *pr.aisim,
+            "predict",
+            "-c",
+            str(cfg),
+            "-o",
+            str(out),
+            "--overwrite",
+            "--capture-per-request",
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=default_signals,
+    )
     rc, kb = r.stdout.split()[-2:]
-    pr.record(f"14 capture memory, {requests:,} requests",
-              f"aisim predict -c q{requests}.yaml -o DIR --capture-per-request",
-              f"exit {rc}, peak RSS {int(kb) / 1024:.0f} MB "
-              f"({int(kb) / requests:.2f} KB per request)")
+    pr.record(
+        f"14 capture memory, {requests:,} requests",
+        f"aisim predict -c q{requests}.yaml -o DIR --capture-per-request",
+        f"exit {rc}, peak RSS {int(kb) / 1024:.0f} MB ({int(kb) / requests:.2f} KB per request)",
+    )
 
 
 PROBES = {
@@ -449,8 +625,9 @@ PROBES = {
     "defaults": lambda pr, big: probe_defaults(pr),
     "traces": lambda pr, big: probe_traces(pr),
     "unwritable": lambda pr, big: probe_unwritable(pr),
-    "memory": lambda pr, big: [probe_capture_memory(pr, n)
-                               for n in ((200_000, 1_000_000) if big else (20_000,))],
+    "memory": lambda pr, big: [
+        probe_capture_memory(pr, n) for n in ((200_000, 1_000_000) if big else (20_000,))
+    ],
 }
 
 

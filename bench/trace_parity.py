@@ -21,8 +21,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PARITY = HERE.parent.parent / "shared" / "tools" / "parity.py"
-KEYS = ("num_requests", "completed_requests", "prefix_cache_reused_ratio", "duration_ms",
-        "mean_ttft_ms", "p99_itl_ms")
+KEYS = (
+    "num_requests",
+    "completed_requests",
+    "prefix_cache_reused_ratio",
+    "duration_ms",
+    "mean_ttft_ms",
+    "p99_itl_ms",
+)
 
 
 def run(cmd: list[str], cwd: Path) -> float:
@@ -47,15 +53,27 @@ def main() -> None:
             t_a = run([args.aisim, *common, "--output-dir", str(out_a)], cfg.parent)
             t_r = run([ref_exe, *common, "--output-dir", str(out_r)], cfg.parent)
             verdict = subprocess.run(
-                ["python3", str(PARITY), str(out_a / "prediction.json"),
-                 str(out_r / "prediction.json")], capture_output=True, text=True, check=False)
+                [
+                    "python3",
+                    str(PARITY),
+                    str(out_a / "prediction.json"),
+                    str(out_r / "prediction.json"),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             a = json.loads((out_a / "prediction.json").read_text())
             r = json.loads((out_r / "prediction.json").read_text())
-            figures = " / ".join(f"{a[k]:.6g}" if isinstance(a[k], float) else str(a[k])
-                                 for k in KEYS)
+            figures = " / ".join(
+                f"{a[k]:.6g}" if isinstance(a[k], float) else str(a[k]) for k in KEYS
+            )
             line = verdict.stdout.strip().splitlines()[-1] if verdict.stdout.strip() else "?"
-            print(f"| {cfg.stem} | {line} | {figures} | {t_a:.2f} s, {a['wall_time_ms']:.0f} ms "
-                  f"| {t_r:.2f} s, {r['wall_time_ms']:.0f} ms |", flush=True)
+            print(
+                f"| {cfg.stem} | {line} | {figures} | {t_a:.2f} s, {a['wall_time_ms']:.0f} ms "
+                f"| {t_r:.2f} s, {r['wall_time_ms']:.0f} ms |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -149,8 +149,11 @@ def top_up(target: Path, archive: Path, manifest: dict) -> bool:
         with tarfile.open(archive) as tar:
             if json.load(tar.extractfile("MANIFEST.json")) != manifest:
                 return False
-            members = {m.name: m for m in tar.getmembers()
-                       if m.isfile() and "/" not in m.name and m.name.endswith((".nbi", ".nbc"))}
+            members = {
+                m.name: m
+                for m in tar.getmembers()
+                if m.isfile() and "/" not in m.name and m.name.endswith((".nbi", ".nbc"))
+            }
             for index in sorted(n for n in members if n.endswith(".nbi")):
                 if index in present:
                     continue
@@ -194,10 +197,13 @@ def prune_installs(folder: Path) -> None:
 
 def prune_digests(base: Path, keep: int, current: str) -> None:
     """Each kernel version caches a few MB: keep the most recently used few of aisim's own."""
-    ours = [e for e in _scandir(base)
-            if e.name != current and e.is_dir(follow_symlinks=False) and is_digest_folder(e.path)]
+    ours = [
+        e
+        for e in _scandir(base)
+        if e.name != current and e.is_dir(follow_symlinks=False) and is_digest_folder(e.path)
+    ]
     ours.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime, reverse=True)
-    for entry in ours[max(keep - 1, 0):]:
+    for entry in ours[max(keep - 1, 0) :]:
         shutil.rmtree(entry.path, ignore_errors=True)
 
 
@@ -211,7 +217,8 @@ def is_digest_folder(path: str) -> bool:
     # aisim versions before the marker: only numba sub-paths and staging folders inside
     names = [e.name for e in _scandir(folder)]
     return bool(names) and all(
-        _SUBPATH_NAME.match(n) or n.startswith(STAGING_PREFIX) for n in names)
+        _SUBPATH_NAME.match(n) or n.startswith(STAGING_PREFIX) for n in names
+    )
 
 
 def _scandir(folder) -> list:

@@ -50,8 +50,12 @@ def prebuilt_manifest(digest: str) -> dict:
     """What a prebuilt archive must have been built for to be usable in this process."""
     import sys
 
-    return {"kernel_digest": digest, "numba": numba.__version__,
-            "python": f"{sys.version_info[0]}.{sys.version_info[1]}", "cpu": PREBUILT_CPU}
+    return {
+        "kernel_digest": digest,
+        "numba": numba.__version__,
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+        "cpu": PREBUILT_CPU,
+    }
 
 
 if not os.environ.get("NUMBA_CPU_NAME"):
@@ -62,21 +66,23 @@ if not os.environ.get("NUMBA_CPU_NAME"):
 
 if not os.environ.get("NUMBA_CACHE_DIR"):
     _digest = kernel_digest()
-    numba.config.CACHE_DIR = str(_cache.prepare(_digest, Path(__file__).parent, PREBUILT,
-                                                prebuilt_manifest(_digest)))
+    numba.config.CACHE_DIR = str(
+        _cache.prepare(_digest, Path(__file__).parent, PREBUILT, prebuilt_manifest(_digest))
+    )
 
 kernel = partial(numba.njit, cache=True, nogil=True, error_model="numpy", _nrt=False)
 
 # Small helpers called per request inside a pass are inlined at numba-IR level: an ordinary call
 # between jitted functions increfs and decrefs every array of each NamedTuple argument, which
 # costs more than the helper's own work (measured: ~400 ns per request per pass without it).
-helper = partial(numba.njit, cache=True, nogil=True, error_model="numpy", _nrt=False,
-                 inline="always")
+helper = partial(
+    numba.njit, cache=True, nogil=True, error_model="numpy", _nrt=False, inline="always"
+)
 
 
 def cache_is_warm() -> bool:
     """True when this install has compiled kernels for these exact sources on disk."""
     folder = numba.config.CACHE_DIR
     return bool(folder) and _cache.has_index(
-        Path(folder) / _cache.install_subpath(Path(__file__).parent))
-
+        Path(folder) / _cache.install_subpath(Path(__file__).parent)
+    )

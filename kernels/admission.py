@@ -52,8 +52,9 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             flags |= SCHED_PROGRESS
             continue
         trt = p.backend == Backend.TRTLLM
-        hits, active = kv.probe_prefix(req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching,
-                                       trt)
+        hits, active = kv.probe_prefix(
+            req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching, trt
+        )
         if mtp_on(mtp):
             if not trt and hits > 0:
                 hits, active = mtp_step.drop_last_hit(hits, active)

@@ -68,8 +68,7 @@ def emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp):
                     # computed stays one short of the known length between passes
                     num_computed[q] = known + burst - 1
                 if not activated:  # its tokens fill blocks the burst reservation set aside
-                    mtp_step.grow_after_burst(p, req, ranks, blocks, pfx_hash, r, q, known,
-                                              burst)
+                    mtp_step.grow_after_burst(p, req, ranks, blocks, pfx_hash, r, q, known, burst)
                 req.drafting[q] = True
             if g == 0:
                 first_token[q] = t_ms

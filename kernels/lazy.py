@@ -165,4 +165,3 @@ def fits_in_full(p, req, ranks, blocks, r, x, budget, defer):
 def due_position(req, ranks, r, x, q):
     """computed_before of lazy q in pass x."""
     return req.prompt_len[q] + req.gen_base[q] - 1 + (x - req.lazy_base[q] - 1)
-

@@ -34,8 +34,13 @@ def _event_at(req, ranks, r, x):
 
 @helper
 def usable(p):
-    return (p.num_workers == 1 and p.dp_size == 1 and p.lazy_decode and not p.capture_passes
-            and not p.check_invariants)
+    return (
+        p.num_workers == 1
+        and p.dp_size == 1
+        and p.lazy_decode
+        and not p.capture_passes
+        and not p.check_invariants
+    )
 
 
 @helper

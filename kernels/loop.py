@@ -39,8 +39,9 @@ def worker_has_work(p, ranks, w):
 
 
 @helper
-def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w,
-                t_ms):
+def _start_pass(
+    p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w, t_ms
+):
     """Schedule every rank of worker w with work; returns flags (0 when nothing ran)."""
     dur_max = np.int64(0)
     prefill_max = np.int64(0)
@@ -56,12 +57,14 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
         ranks.in_pass[r] = True
         ran = True
         preempted_before = stats.counters[CNT_PREEMPTIONS]
-        prefill_ns, decode_ns, f = sched.schedule_rank(p, req, ranks, blocks, stats, log,
-                                                       pfx_hash, plan, memo, r, t_ms, step, mtp)
+        prefill_ns, decode_ns, f = sched.schedule_rank(
+            p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_ms, step, mtp
+        )
         dur = prefill_ns + decode_ns
         if p.capture_passes:
-            passlog.record_rank(p, req, ranks, plog, r, w, t_ms,
-                                stats.counters[CNT_PREEMPTIONS] - preempted_before)
+            passlog.record_rank(
+                p, req, ranks, plog, r, w, t_ms, stats.counters[CNT_PREEMPTIONS] - preempted_before
+            )
         flags |= f
         if p.check_invariants:
             used = ranks.lazy_count[r]
@@ -77,8 +80,7 @@ def _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo
         return 0
     workers.busy[w] = True
     workers.pass_start_ms[w] = t_ms
-    workers.pass_end_ms[w] = (t_ms + phase_ms(prefill_max)
-                              + phase_ms(dur_max - prefill_max))
+    workers.pass_end_ms[w] = t_ms + phase_ms(prefill_max) + phase_ms(dur_max - prefill_max)
     for d in range(p.dp_size):
         queues.settle_rejections(p, req, ranks, stats, w * p.dp_size + d, workers.pass_end_ms[w])
     workers.busy_ms[w] += dur_max / 1e6
@@ -113,8 +115,7 @@ def _finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
 
 
 @kernel
-def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp,
-                   plog):
+def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog):
     """Advance the whole simulation. Returns (RunResult code, detail index)."""
     n_req = req.prompt_len.shape[0]
     n_workers = p.num_workers
@@ -178,8 +179,9 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
                 continue
             if not worker_has_work(p, ranks, w):
                 continue
-            flags = _start_pass(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo,
-                                mtp, plog, w, t)
+            flags = _start_pass(
+                p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w, t
+            )
             if stats.counters[CNT_BROKEN] != 0:
                 return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
             if flags & SCHED_TRT_PREEMPT:

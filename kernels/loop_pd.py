@@ -174,9 +174,9 @@ def _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms):
     queues.push_waiting_back(req, ranks, r, q)
     if p.backend == Backend.TRTLLM:
         # from now on its remaining need is counted through the running list once admitted
-        pd.trt_need[r] -= ceil_div(
-            req.prompt_len[q] + req.output_len[q], p.block_size
-        ) - ceil_div(req.prompt_len[q], p.block_size)
+        pd.trt_need[r] -= ceil_div(req.prompt_len[q] + req.output_len[q], p.block_size) - ceil_div(
+            req.prompt_len[q], p.block_size
+        )
     _retry(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
     # the source is released once the destination holds the request (observed: a release
     # never precedes its activation, even on an idle prefill worker)
@@ -477,8 +477,17 @@ def run_disaggregated(
                 changed = True
                 if best < n_wp:
                     _finish_prefill(
-                        pd, params_p, req_p, ranks_p, blocks_p, workers_p, stats, pd_hash, mtp,
-                        np.int64(best), t
+                        pd,
+                        params_p,
+                        req_p,
+                        ranks_p,
+                        blocks_p,
+                        workers_p,
+                        stats,
+                        pd_hash,
+                        mtp,
+                        np.int64(best),
+                        t,
                     )
                 else:
                     _finish_decode(

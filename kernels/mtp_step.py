@@ -36,7 +36,8 @@ def mtp_on(mtp):
 @overload(mtp_on, jit_options={"cache": True})
 def _mtp_on_typed(mtp):
     on = isinstance(mtp, types.BaseNamedTuple) and bool(
-        getattr(mtp.instance_class, "mtp_on", False))
+        getattr(mtp.instance_class, "mtp_on", False)
+    )
     return lambda mtp: on
 
 
@@ -71,8 +72,9 @@ def in_decode_set(req, q):
     """After scheduling: q has computed its whole known sequence and either drafts this pass
     (a decoder, or on TRT-LLM a request completing its prompt) or completes a recompute."""
     g = req.num_generated[q]
-    return decode_member(req.draft_slots[q], g, req.sched_tokens[q], req.num_computed[q],
-                         req.prompt_len[q] + g)
+    return decode_member(
+        req.draft_slots[q], g, req.sched_tokens[q], req.num_computed[q], req.prompt_len[q] + g
+    )
 
 
 @helper
@@ -106,8 +108,20 @@ def shape_add(p, req, ranks, blocks, mtp, r, q):
     later in it (victims come from the end of the running list), and its blocks only change at
     the pass end.
     """
-    shape_add_known(p, req, ranks, blocks, mtp, r, q, req.computed_before[q], req.sched_tokens[q],
-                    req.prompt_len[q], req.num_generated[q], req.slot[q])
+    shape_add_known(
+        p,
+        req,
+        ranks,
+        blocks,
+        mtp,
+        r,
+        q,
+        req.computed_before[q],
+        req.sched_tokens[q],
+        req.prompt_len[q],
+        req.num_generated[q],
+        req.slot[q],
+    )
 
 
 @helper

@@ -40,16 +40,16 @@ from aisim.kernels.optime_interp import blend_power, lower_bound, segment_lp
 KIND_CONTEXT = 0
 KIND_GENERATION = 1
 # DeepSeek DSA attention modules (docs/timing.md 4.8): raw linear on every axis, own SOL
-KIND_DSA_CONTEXT = 2     # axes (cached prefix + 1, new tokens, batch); heads fixed by the slice
+KIND_DSA_CONTEXT = 2  # axes (cached prefix + 1, new tokens, batch); heads fixed by the slice
 KIND_DSA_GENERATION = 3  # axes (num_heads, batch, kv_len)
 
-PAR_NUM_KV_HEADS = 0   # kv heads per rank (ignored when PAR_MHA is 1: kv heads = heads)
+PAR_NUM_KV_HEADS = 0  # kv heads per rank (ignored when PAR_MHA is 1: kv heads = heads)
 PAR_HEAD_DIM = 1
-PAR_KV_BYTES = 2       # bytes per KV element
-PAR_FLOPS = 3          # tensor FLOP/s of the fmha dtype
-PAR_WINDOW = 4         # sliding window, 0 = none
-PAR_MEM_BW = 5         # bytes/s
-PAR_MHA = 6            # 1 when the slice key is the MHA sentinel (n_kv_lookup = 0)
+PAR_KV_BYTES = 2  # bytes per KV element
+PAR_FLOPS = 3  # tensor FLOP/s of the fmha dtype
+PAR_WINDOW = 4  # sliding window, 0 = none
+PAR_MEM_BW = 5  # bytes/s
+PAR_MHA = 6  # 1 when the slice key is the MHA sentinel (n_kv_lookup = 0)
 PAR_SIZE = 8
 # DSA kinds reuse the slots: PAR_NUM_KV_HEADS = heads per rank, PAR_HEAD_DIM = latent q/k dim
 # (kv_lora_rank + rope dim), PAR_WINDOW = index_topk (keys each query attends to)
@@ -58,14 +58,14 @@ PAR_SIZE = 8
 class GridSlice(NamedTuple):
     """One key slice of an attention (or attention-module) table (aisim.timing.leaf_attention)."""
 
-    v0: np.ndarray    # float64[A0] axis-0 values, ascending
-    o0: np.ndarray    # int64[A0 + 1] offsets into v1
-    v1: np.ndarray    # float64[A1]
-    o1: np.ndarray    # int64[A1 + 1] offsets into v2
-    v2: np.ndarray    # float64[A2]
-    lat: np.ndarray   # float64[A2] ms per layer
-    en: np.ndarray    # float64[A2] W*ms (0 = no power)
-    par: np.ndarray   # float64[>= PAR_SIZE] the slice's SOL constants
+    v0: np.ndarray  # float64[A0] axis-0 values, ascending
+    o0: np.ndarray  # int64[A0 + 1] offsets into v1
+    v1: np.ndarray  # float64[A1]
+    o1: np.ndarray  # int64[A1 + 1] offsets into v2
+    v2: np.ndarray  # float64[A2]
+    lat: np.ndarray  # float64[A2] ms per layer
+    en: np.ndarray  # float64[A2] W*ms (0 = no power)
+    par: np.ndarray  # float64[>= PAR_SIZE] the slice's SOL constants
 
 
 @helper
@@ -136,8 +136,9 @@ def context_sol_prefix_ms(heads, seq, prefix, batch, par):
         flops = 2.0 * b * (s - p) * w * heads * d * 2.0
     else:
         flops = 2.0 * b * (s * s - p * p) * heads * d * 2.0 / 2.0
-    nbytes = (2.0 * b * (heads * (s - p) * d + heads * (s - p) * d)
-              + par[PAR_KV_BYTES] * b * (2.0 * n_kv * s * d))
+    nbytes = 2.0 * b * (heads * (s - p) * d + heads * (s - p) * d) + par[PAR_KV_BYTES] * b * (
+        2.0 * n_kv * s * d
+    )
     compute = flops / par[PAR_FLOPS] * 1000.0
     memory = nbytes / par[PAR_MEM_BW] * 1000.0
     return compute if compute > memory else memory
@@ -175,11 +176,25 @@ def _level1_le(kind, i0, heads, x1, x2, grid, sqrt_axis1):
             return r * r, power, -1
         return y0 + (y1 - y0) * w, power, -1
     if ok0:
-        return (y0 * (attention_sol_ms(kind, heads, x1, x2, par)
-                      / attention_sol_ms(kind, heads, v1[a - 1], x2, par)), p0, -1)
+        return (
+            y0
+            * (
+                attention_sol_ms(kind, heads, x1, x2, par)
+                / attention_sol_ms(kind, heads, v1[a - 1], x2, par)
+            ),
+            p0,
+            -1,
+        )
     if ok1:
-        return (y1 * (attention_sol_ms(kind, heads, x1, x2, par)
-                      / attention_sol_ms(kind, heads, v1[a], x2, par)), p1, -1)
+        return (
+            y1
+            * (
+                attention_sol_ms(kind, heads, x1, x2, par)
+                / attention_sol_ms(kind, heads, v1[a], x2, par)
+            ),
+            p1,
+            -1,
+        )
     return math.nan, 0.0, -1
 
 
@@ -211,12 +226,15 @@ def grid_le(kind, x0, x1, x2, grid, scratch_d, scratch_i):
             y = y0 + (y1 - y0) * w
             power = p0 + (p1 - p0) * w
         elif ok0:
-            y = y0 * (attention_sol_ms(kind, x0, x1, x2, par)
-                      / attention_sol_ms(kind, v0[a - 1], x1, x2, par))
+            y = y0 * (
+                attention_sol_ms(kind, x0, x1, x2, par)
+                / attention_sol_ms(kind, v0[a - 1], x1, x2, par)
+            )
             power = p0
         elif ok1:
-            y = y1 * (attention_sol_ms(kind, x0, x1, x2, par)
-                      / attention_sol_ms(kind, v0[a], x1, x2, par))
+            y = y1 * (
+                attention_sol_ms(kind, x0, x1, x2, par) / attention_sol_ms(kind, v0[a], x1, x2, par)
+            )
             power = p1
     if not math.isnan(y):
         if exact >= 0:

@@ -19,9 +19,9 @@ from aisim.kernels.optime_interp import curve_le
 class Curve(NamedTuple):
     """A 1-D table curve (aisim.timing.leaf_comm)."""
 
-    x: np.ndarray    # float64[n] message elements, ascending
-    y: np.ndarray    # float64[n] ms
-    en: np.ndarray   # float64[n] W*ms (0 = no power)
+    x: np.ndarray  # float64[n] message elements, ascending
+    y: np.ndarray  # float64[n] ms
+    en: np.ndarray  # float64[n] W*ms (0 = no power)
 
 
 @helper
@@ -38,15 +38,19 @@ def allreduce_le(elements, curve, num_gpus, elem_bytes, link_bw):
     if num_gpus <= 1:
         return 0.0, 0.0
     x = curve.x
-    return curve_le(elements, x, curve.y, curve.en,
-                    allreduce_sol_ms(elements, num_gpus, elem_bytes, link_bw),
-                    allreduce_sol_ms(x[0], num_gpus, elem_bytes, link_bw),
-                    allreduce_sol_ms(x[x.shape[0] - 1], num_gpus, elem_bytes, link_bw))
+    return curve_le(
+        elements,
+        x,
+        curve.y,
+        curve.en,
+        allreduce_sol_ms(elements, num_gpus, elem_bytes, link_bw),
+        allreduce_sol_ms(x[0], num_gpus, elem_bytes, link_bw),
+        allreduce_sol_ms(x[x.shape[0] - 1], num_gpus, elem_bytes, link_bw),
+    )
 
 
 @kernel
-def moe_dispatch_ms(elements, attention_dp, allreduce, nccl, num_gpus, link_bw,
-                    with_allreduce):
+def moe_dispatch_ms(elements, attention_dp, allreduce, nccl, num_gpus, link_bw, with_allreduce):
     """Latency of a vLLM MoE dispatch / combine of `elements` (tokens x hidden x attention-DP).
 
     A custom allreduce of elements / attention-DP over the MoE group when attention is

@@ -40,18 +40,18 @@ from aisim.kernels._jit import helper, kernel
 _PAR_NUM_KV_HEADS = 0
 _PAR_FLOPS = 3
 _PAR_MEM_BW = 5
-DSA_TOPK = 8             # index_topk; 0 = dense MLA module (not DSA)
-DSA_W0 = 9               # fp8 weight bytes read once per call, head-independent part
-DSA_WH = 10              # ... per attention head (q_b, o_proj)
-DSA_KVB_FLOPS_H = 11     # kv_b up-projection FLOPs per new token per head (fp8 rate)
-DSA_ATTN_FLOPS_H = 12    # sparse MLA FLOPs per (query, key) per head (bf16 rate)
-DSA_IDX_FLOPS = 13       # indexer FLOPs per (query, key) (fp8 rate)
-DSA_IDX_KEY_BYTES = 14   # indexer key bytes per cached token
-DSA_NEW_BYTES_H = 15     # bytes per new token per head (context)
-DSA_KEY_BYTES_H = 16     # latent KV bytes per attended key per head (context)
-DSA_KEY_BYTES = 17       # latent KV bytes per attended key (generation reads it once)
+DSA_TOPK = 8  # index_topk; 0 = dense MLA module (not DSA)
+DSA_W0 = 9  # fp8 weight bytes read once per call, head-independent part
+DSA_WH = 10  # ... per attention head (q_b, o_proj)
+DSA_KVB_FLOPS_H = 11  # kv_b up-projection FLOPs per new token per head (fp8 rate)
+DSA_ATTN_FLOPS_H = 12  # sparse MLA FLOPs per (query, key) per head (bf16 rate)
+DSA_IDX_FLOPS = 13  # indexer FLOPs per (query, key) (fp8 rate)
+DSA_IDX_KEY_BYTES = 14  # indexer key bytes per cached token
+DSA_NEW_BYTES_H = 15  # bytes per new token per head (context)
+DSA_KEY_BYTES_H = 16  # latent KV bytes per attended key per head (context)
+DSA_KEY_BYTES = 17  # latent KV bytes per attended key (generation reads it once)
 DSA_FP8_FLOPS = 18
-DSA_HOLD_NUM = 19        # packed context hold leaves (see module doc)
+DSA_HOLD_NUM = 19  # packed context hold leaves (see module doc)
 # dense MLA modules (DSA_TOPK = 0) reuse DSA_W0 (kv_b weight bytes per head),
 # DSA_KVB_FLOPS_H, DSA_KEY_BYTES and DSA_FP8_FLOPS, plus:
 MLA_GEN_SEQ_BYTES_H = 20  # generation bytes per sequence per head besides the latent KV
@@ -108,10 +108,13 @@ def mla_generation_sol_ms(h, b, s, par):
     FLOPs = b (kv_b h [fp8] + h (latent + kv_lora) s [bf16]),
     bytes = W_kvb h + b (seq_h h + latent kv_bytes (s - 1)), W_kvb = the kv_b weights per head.
     """
-    compute = b * (par[DSA_KVB_FLOPS_H] * h / par[DSA_FP8_FLOPS]
-                   + par[DSA_ATTN_FLOPS_H] * h * s / 2.0 / par[_PAR_FLOPS])
-    memory = (par[DSA_W0] * h + b * (par[MLA_GEN_SEQ_BYTES_H] * h
-                                     + par[DSA_KEY_BYTES] * (s - 1.0))) / par[_PAR_MEM_BW]
+    compute = b * (
+        par[DSA_KVB_FLOPS_H] * h / par[DSA_FP8_FLOPS]
+        + par[DSA_ATTN_FLOPS_H] * h * s / 2.0 / par[_PAR_FLOPS]
+    )
+    memory = (
+        par[DSA_W0] * h + b * (par[MLA_GEN_SEQ_BYTES_H] * h + par[DSA_KEY_BYTES] * (s - 1.0))
+    ) / par[_PAR_MEM_BW]
     return (compute if compute > memory else memory) * 1000.0
 
 

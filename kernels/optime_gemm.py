@@ -25,21 +25,21 @@ from aisim.kernels.optime_interp import BELOW, blend_power, median3, segment_lp
 class GemmSites(NamedTuple):
     """The plan's GEMM ops and the collected sites they read (aisim.timing.leaf_gemm)."""
 
-    op_n: np.ndarray          # float64[num_gemm] the op's shape
+    op_n: np.ndarray  # float64[num_gemm] the op's shape
     op_k: np.ndarray
-    op_flops: np.ndarray      # FLOP/s of the op's dtype
-    op_bpe: np.ndarray        # bytes per element of the op's dtype
+    op_flops: np.ndarray  # FLOP/s of the op's dtype
+    op_bpe: np.ndarray  # bytes per element of the op's dtype
     op_num_sites: np.ndarray  # int64[num_gemm]: 0 = exact site, else IDW candidates
-    op_sites: np.ndarray      # int64[num_gemm, max candidates] site ids, nearest first
-    op_weights: np.ndarray    # float64[num_gemm, max candidates] 1/(d^2 + 1e-12)
-    site_off: np.ndarray      # int64[num_sites + 1] each site's rows in curve_*
-    site_n: np.ndarray        # float64[num_sites]
+    op_sites: np.ndarray  # int64[num_gemm, max candidates] site ids, nearest first
+    op_weights: np.ndarray  # float64[num_gemm, max candidates] 1/(d^2 + 1e-12)
+    site_off: np.ndarray  # int64[num_sites + 1] each site's rows in curve_*
+    site_n: np.ndarray  # float64[num_sites]
     site_k: np.ndarray
     site_flops: np.ndarray
     site_bpe: np.ndarray
-    curve_m: np.ndarray       # float64[rows] sorted per site
-    curve_lat: np.ndarray     # float64[rows] ms, raised to >= SOL
-    curve_en: np.ndarray      # float64[rows] W*ms of the measured latency (0 = no power)
+    curve_m: np.ndarray  # float64[rows] sorted per site
+    curve_lat: np.ndarray  # float64[rows] ms, raised to >= SOL
+    curve_en: np.ndarray  # float64[rows] W*ms of the measured latency (0 = no power)
 
 
 @helper
@@ -58,8 +58,9 @@ def gemm_op_sol_ms(gemm, g, m, mem_bw):
 
 @helper
 def _site_sol_ms(gemm, site, m, mem_bw):
-    return gemm_sol_ms(m, gemm.site_n[site], gemm.site_k[site], gemm.site_flops[site],
-                       gemm.site_bpe[site], mem_bw)
+    return gemm_sol_ms(
+        m, gemm.site_n[site], gemm.site_k[site], gemm.site_flops[site], gemm.site_bpe[site], mem_bw
+    )
 
 
 # inlined into gemm_le: called out of line once per neighbour site, it copied the GEMM record's
@@ -87,12 +88,13 @@ def site_lp(gemm, site, m, mem_bw):
         u1 = _site_sol_ms(gemm, site, cm[j + 1], mem_bw) / lat[j + 1]
         u2 = _site_sol_ms(gemm, site, cm[j + 2], mem_bw) / lat[j + 2]
         util = median3(u0, u1, u2)
-        power = median3(blend_power(lat, en, j), blend_power(lat, en, j + 1),
-                        blend_power(lat, en, j + 2))
+        power = median3(
+            blend_power(lat, en, j), blend_power(lat, en, j + 1), blend_power(lat, en, j + 2)
+        )
     return _site_sol_ms(gemm, site, m, mem_bw) / util, power
 
 
-IDW_SITES = 4   # neighbour sites averaged per query (docs/timing.md 4.1)
+IDW_SITES = 4  # neighbour sites averaged per query (docs/timing.md 4.1)
 
 
 @helper

@@ -37,8 +37,8 @@ def blend_power(lat, en, j):
     return 0.0
 
 
-BELOW = -2   # segment_lp: x is below the points' range
-ABOVE = -3   # ... above it
+BELOW = -2  # segment_lp: x is below the points' range
+ABOVE = -3  # ... above it
 
 
 @helper
@@ -70,7 +70,7 @@ def median3(a, b, c):
     return b
 
 
-@helper   # inlined into each curve's lookup: no call level of its own
+@helper  # inlined into each curve's lookup: no call level of its own
 def curve_le(q, x, y, en, sol_q, sol_first, sol_last):
     """(latency, energy) of a 1-D curve (x sorted, y latency, en leaf energy) at q.
 

@@ -23,21 +23,21 @@ MOE_INTER = 2
 MOE_EXPERTS = 3
 MOE_TP = 4
 MOE_EP = 5
-MOE_BPE = 6       # bytes per weight / activation element of the MoE dtype
-MOE_FLOPS = 7     # tensor FLOP/s of the MoE dtype
+MOE_BPE = 6  # bytes per weight / activation element of the MoE dtype
+MOE_FLOPS = 7  # tensor FLOP/s of the MoE dtype
 MOE_MEM_BW = 8
-MOE_DP = 9        # attention-DP: global tokens = local tokens x this
-MOE_GATED = 10    # GEMMs per expert: 3 when gated (gate, up, down), else 2
+MOE_DP = 9  # attention-DP: global tokens = local tokens x this
+MOE_GATED = 10  # GEMMs per expert: 3 when gated (gate, up, down), else 2
 MOE_PAR_SIZE = 12
 
 
 class MoeCurve(NamedTuple):
     """The routed experts' curve and SOL constants (aisim.timing.leaf_moe)."""
 
-    x: np.ndarray     # float64[n] global tokens, ascending
-    y: np.ndarray     # float64[n] ms per layer
-    en: np.ndarray    # float64[n] W*ms (0 = no power)
-    par: np.ndarray   # float64[MOE_PAR_SIZE]
+    x: np.ndarray  # float64[n] global tokens, ascending
+    y: np.ndarray  # float64[n] ms per layer
+    en: np.ndarray  # float64[n] W*ms (0 = no power)
+    par: np.ndarray  # float64[MOE_PAR_SIZE]
 
 
 @helper
@@ -58,8 +58,9 @@ def moe_sol_ms(tokens, par):
     flops = tokens * topk * h * inter * g * 2.0 / ep / mtp
     experts = par[MOE_EXPERTS] / ep
     touched = experts if experts < routed else routed
-    nbytes = par[MOE_BPE] * (routed * h * 2.0 + routed * inter * g / mtp
-                             + h * inter * g / mtp * touched)
+    nbytes = par[MOE_BPE] * (
+        routed * h * 2.0 + routed * inter * g / mtp + h * inter * g / mtp * touched
+    )
     compute = flops / par[MOE_FLOPS]
     memory = nbytes / par[MOE_MEM_BW]
     return (compute if compute > memory else memory) * 1000.0
@@ -72,5 +73,12 @@ def moe_le(local_tokens, moe):
     par = moe.par
     x = moe.x
     tokens = local_tokens * par[MOE_DP]
-    return curve_le(tokens, x, moe.y, moe.en, moe_sol_ms(tokens, par), moe_sol_ms(x[0], par),
-                    moe_sol_ms(x[x.shape[0] - 1], par))
+    return curve_le(
+        tokens,
+        x,
+        moe.y,
+        moe.en,
+        moe_sol_ms(tokens, par),
+        moe_sol_ms(x[0], par),
+        moe_sol_ms(x[x.shape[0] - 1], par),
+    )

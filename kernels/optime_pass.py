@@ -45,20 +45,20 @@ from aisim.kernels.optime_gemm import GemmSites, gemm_le, gemm_op_sol_ms
 from aisim.kernels.optime_moe import MOE_DP, MoeCurve, moe_le
 
 # op kinds
-OP_MEM_TOKENS = 0      # memory op, bytes = tokens x param
-OP_GEMM_TOKENS = 1     # GEMM at m = tokens
-OP_GEMM_REQUESTS = 2   # GEMM at m = requests (logits)
+OP_MEM_TOKENS = 0  # memory op, bytes = tokens x param
+OP_GEMM_TOKENS = 1  # GEMM at m = tokens
+OP_GEMM_REQUESTS = 2  # GEMM at m = requests (logits)
 OP_ATTN_CONTEXT = 3
 OP_ATTN_GENERATION = 4
-OP_ALLREDUCE = 5       # elements = tokens x param
-OP_P2P = 6             # bytes = tokens x param, over the inter-node link
-OP_DSA_CONTEXT = 7     # DeepSeek attention module, axes (prefix, new, batch)
+OP_ALLREDUCE = 5  # elements = tokens x param
+OP_P2P = 6  # bytes = tokens x param, over the inter-node link
+OP_DSA_CONTEXT = 7  # DeepSeek attention module, axes (prefix, new, batch)
 OP_DSA_GENERATION = 8  # DeepSeek attention module, axes (heads, batch, kv)
-OP_MOE = 9             # routed experts at global tokens = tokens x attention-DP
-OP_NCCL_ALL_GATHER = 10      # MoE dispatch, elements = tokens x param
+OP_MOE = 9  # routed experts at global tokens = tokens x attention-DP
+OP_NCCL_ALL_GATHER = 10  # MoE dispatch, elements = tokens x param
 OP_NCCL_REDUCE_SCATTER = 11  # MoE combine, elements = tokens x param
-OP_OVERLAP = 12        # max(sum of ops [a_lo, b_lo), sum of ops [b_lo, b_hi)), per layer
-OP_SUM = 13            # sum of the hidden ops [index, index + param), per layer
+OP_OVERLAP = 12  # max(sum of ops [a_lo, b_lo), sum of ops [b_lo, b_hi)), per layer
+OP_SUM = 13  # sum of the hidden ops [index, index + param), per layer
 
 MODE_SILICON = 0
 MODE_SOL = 1
@@ -72,58 +72,63 @@ class PassScalars(NamedTuple):
     8 float argument registers) the plan's ~500 argument words were no longer pushed but copied
     through the caller's frame, measured ~1.5 us per call instead of ~0.1 us."""
 
-    mode: int                 # MODE_SILICON or MODE_SOL
-    num_ctx_ops: int          # context ops are [0, num_ctx_ops)
-    num_ops: int              # reported ops; hidden sub-ops follow
-    nextn: int                # MTP draft tokens per decode request
-    mem_bw: float             # bytes/s
-    mem_eff: float            # empirical bandwidth scaling (0.8)
-    mem_const_s: float        # empirical constant latency per memory op, s (3e-6)
-    link_bw: float            # intra-node bandwidth, bytes/s
-    inter_bw: float           # inter-node bandwidth, bytes/s
+    mode: int  # MODE_SILICON or MODE_SOL
+    num_ctx_ops: int  # context ops are [0, num_ctx_ops)
+    num_ops: int  # reported ops; hidden sub-ops follow
+    nextn: int  # MTP draft tokens per decode request
+    mem_bw: float  # bytes/s
+    mem_eff: float  # empirical bandwidth scaling (0.8)
+    mem_const_s: float  # empirical constant latency per memory op, s (3e-6)
+    link_bw: float  # intra-node bandwidth, bytes/s
+    inter_bw: float  # inter-node bandwidth, bytes/s
     p2p_latency_s: float
-    allreduce_gpus: float     # OP_ALLREDUCE group (attention tensor parallel)
+    allreduce_gpus: float  # OP_ALLREDUCE group (attention tensor parallel)
     allreduce_elem_bytes: float
-    heads: float              # attention heads per rank (the lookups' num_heads)
-    ctx_extra_ms: float       # fused context attention extras per layer, SILICON (x1.1)
+    heads: float  # attention heads per rank (the lookups' num_heads)
+    ctx_extra_ms: float  # fused context attention extras per layer, SILICON (x1.1)
     ctx_extra_sol_ms: float
     gen_extra_ms: float
     gen_extra_sol_ms: float
-    dispatch_gpus: float      # MoE dispatch group (moe_tensor x moe_expert)
+    dispatch_gpus: float  # MoE dispatch group (moe_tensor x moe_expert)
     dispatch_allreduce: bool  # the MoE dispatch also allreduces over the attention-TP group
-    overlap_a_lo: int         # OP_OVERLAP: routed branch [a_lo, b_lo), shared [b_lo, b_hi)
+    overlap_a_lo: int  # OP_OVERLAP: routed branch [a_lo, b_lo), shared [b_lo, b_hi)
     overlap_b_lo: int
     overlap_b_hi: int
 
 
-PASS_SCALARS = np.dtype([(name, {int: np.int64, float: np.float64, bool: np.bool_}[kind])
-                         for name, kind in PassScalars.__annotations__.items()], align=True)
+PASS_SCALARS = np.dtype(
+    [
+        (name, {int: np.int64, float: np.float64, bool: np.bool_}[kind])
+        for name, kind in PassScalars.__annotations__.items()
+    ],
+    align=True,
+)
 
 
 class OpList(NamedTuple):
-    kind: np.ndarray    # int64[ops] OP_* code
-    index: np.ndarray   # int64[ops] GEMM op index, first hidden sub-op of OP_SUM, or -1
-    param: np.ndarray   # float64[ops] bytes or elements per token (OP_SUM: sub-op count)
-    scale: np.ndarray   # float64[ops] layers (or 1) multiplier
+    kind: np.ndarray  # int64[ops] OP_* code
+    index: np.ndarray  # int64[ops] GEMM op index, first hidden sub-op of OP_SUM, or -1
+    param: np.ndarray  # float64[ops] bytes or elements per token (OP_SUM: sub-op count)
+    scale: np.ndarray  # float64[ops] layers (or 1) multiplier
 
 
 class OpPlan(NamedTuple):
     """Everything the pass kernels read; leaves a model does not use are 1-element stand-ins
     (one plan type: the event loop compiles once)."""
 
-    scalars: np.ndarray          # PASS_SCALARS[1]
+    scalars: np.ndarray  # PASS_SCALARS[1]
     ops: OpList
     gemm: GemmSites
     context_attention: GridSlice
     generation_attention: GridSlice
-    dsa_context: GridSlice       # DeepSeek attention modules
+    dsa_context: GridSlice  # DeepSeek attention modules
     dsa_generation: GridSlice
-    allreduce: Curve             # custom allreduce (attention TP; vLLM MoE dispatch)
-    all_gather: Curve            # NCCL MoE dispatch
-    reduce_scatter: Curve        # NCCL MoE combine
+    allreduce: Curve  # custom allreduce (attention TP; vLLM MoE dispatch)
+    all_gather: Curve  # NCCL MoE dispatch
+    reduce_scatter: Curve  # NCCL MoE combine
     moe: MoeCurve
-    scratch_d: np.ndarray        # float64[8] scratch for the attention hold
-    scratch_i: np.ndarray        # int64[8]
+    scratch_d: np.ndarray  # float64[8] scratch for the attention hold
+    scratch_i: np.ndarray  # int64[8]
 
 
 @helper
@@ -149,26 +154,29 @@ def _leaf_le(plan, i, tokens, requests, batch, seq, prefix):
     if kind == OP_ALLREDUCE:
         elements = tokens * plan.ops.param[i]
         if sol:
-            return allreduce_sol_ms(elements, s.allreduce_gpus, s.allreduce_elem_bytes,
-                                    s.link_bw), 0.0
-        return allreduce_le(elements, plan.allreduce, s.allreduce_gpus, s.allreduce_elem_bytes,
-                            s.link_bw)
+            return allreduce_sol_ms(
+                elements, s.allreduce_gpus, s.allreduce_elem_bytes, s.link_bw
+            ), 0.0
+        return allreduce_le(
+            elements, plan.allreduce, s.allreduce_gpus, s.allreduce_elem_bytes, s.link_bw
+        )
     if kind == OP_ATTN_CONTEXT:
         grid = plan.context_attention
-        if sol:   # the prefix enters the roofline itself, not as the correction factor
-            return (context_sol_prefix_ms(s.heads, seq, prefix, batch, grid.par)
-                    + s.ctx_extra_sol_ms), 0.0
+        if sol:  # the prefix enters the roofline itself, not as the correction factor
+            return (
+                context_sol_prefix_ms(s.heads, seq, prefix, batch, grid.par) + s.ctx_extra_sol_ms
+            ), 0.0
         corr = (seq * seq - prefix * prefix) / (seq * seq)
-        table, e = grid_le(KIND_CONTEXT, s.heads, seq, batch, grid, plan.scratch_d,
-                           plan.scratch_i)
+        table, e = grid_le(KIND_CONTEXT, s.heads, seq, batch, grid, plan.scratch_d, plan.scratch_i)
         return table * corr + s.ctx_extra_ms, e * corr
     if kind == OP_ATTN_GENERATION:
         grid = plan.generation_attention
         if sol:
-            return (attention_sol_ms(KIND_GENERATION, s.heads, batch, seq, grid.par)
-                    + s.gen_extra_sol_ms), 0.0
-        table, e = generation_5sample_le(s.heads, batch, seq, grid, plan.scratch_d,
-                                         plan.scratch_i)
+            return (
+                attention_sol_ms(KIND_GENERATION, s.heads, batch, seq, grid.par)
+                + s.gen_extra_sol_ms
+            ), 0.0
+        table, e = generation_5sample_le(s.heads, batch, seq, grid, plan.scratch_d, plan.scratch_i)
         return table + s.gen_extra_ms, e
     if kind == OP_P2P:
         if plan.ops.scale[i] == 0.0:
@@ -181,17 +189,38 @@ def _leaf_le(plan, i, tokens, requests, batch, seq, prefix):
     # SILICON only); a SOL plan still reports no energy
     if kind == OP_MOE:
         lat, e = moe_le(tokens, plan.moe)
-    elif OP_NCCL_ALL_GATHER <= kind <= OP_NCCL_REDUCE_SCATTER:   # consecutive codes
+    elif OP_NCCL_ALL_GATHER <= kind <= OP_NCCL_REDUCE_SCATTER:  # consecutive codes
         nccl = plan.all_gather if kind == OP_NCCL_ALL_GATHER else plan.reduce_scatter
-        lat = moe_dispatch_ms(tokens * plan.ops.param[i], plan.moe.par[MOE_DP], plan.allreduce,
-                              nccl, s.dispatch_gpus, s.link_bw, s.dispatch_allreduce)
+        lat = moe_dispatch_ms(
+            tokens * plan.ops.param[i],
+            plan.moe.par[MOE_DP],
+            plan.allreduce,
+            nccl,
+            s.dispatch_gpus,
+            s.link_bw,
+            s.dispatch_allreduce,
+        )
         e = 0.0
     elif kind == OP_DSA_CONTEXT:
-        lat, e = grid_le(KIND_DSA_CONTEXT, prefix + 1.0, seq - prefix, batch, plan.dsa_context,
-                         plan.scratch_d, plan.scratch_i)
+        lat, e = grid_le(
+            KIND_DSA_CONTEXT,
+            prefix + 1.0,
+            seq - prefix,
+            batch,
+            plan.dsa_context,
+            plan.scratch_d,
+            plan.scratch_i,
+        )
     elif kind == OP_DSA_GENERATION:
-        lat, e = grid_le(KIND_DSA_GENERATION, s.heads, batch, seq, plan.dsa_generation,
-                         plan.scratch_d, plan.scratch_i)
+        lat, e = grid_le(
+            KIND_DSA_GENERATION,
+            s.heads,
+            batch,
+            seq,
+            plan.dsa_generation,
+            plan.scratch_d,
+            plan.scratch_i,
+        )
     else:
         return 0.0, 0.0
     return lat, 0.0 if sol else e
@@ -246,8 +275,9 @@ def _store(i, ms, e, scale, out_ms, out_energy_wms, out_covered_ms):
 # inlined into price_prefill / price_decode (the event loop's miss path): a call level that
 # copies the plan's ~480 argument words, per phase, saved
 @helper
-def price_range(plan, lo, hi, tokens, requests, batch, seq, prefix, out_ms, out_energy_wms,
-                out_covered_ms):
+def price_range(
+    plan, lo, hi, tokens, requests, batch, seq, prefix, out_ms, out_energy_wms, out_covered_ms
+):
     """Ops [lo, hi) at explicit (tokens, requests, batch, seq, prefix); returns their latency
     sum in op order.
 
@@ -273,8 +303,19 @@ def price_prefill(plan, batch, isl, prefix, out_ms, out_energy_wms, out_covered_
         (see price_range).
     """
     tokens = float(batch * (isl - prefix))
-    return price_range(plan, 0, plan.scalars[0].num_ctx_ops, tokens, float(batch), float(batch),
-                       float(isl), float(prefix), out_ms, out_energy_wms, out_covered_ms)
+    return price_range(
+        plan,
+        0,
+        plan.scalars[0].num_ctx_ops,
+        tokens,
+        float(batch),
+        float(batch),
+        float(isl),
+        float(prefix),
+        out_ms,
+        out_energy_wms,
+        out_covered_ms,
+    )
 
 
 @kernel
@@ -286,13 +327,25 @@ def price_decode(plan, batch, ctx, out_ms, out_energy_wms, out_covered_ms):
     """
     s = plan.scalars[0]
     eff = float(batch * (1 + s.nextn))
-    return price_range(plan, s.num_ctx_ops, s.num_ops, eff, eff, eff, float(ctx), 0.0, out_ms,
-                       out_energy_wms, out_covered_ms)
+    return price_range(
+        plan,
+        s.num_ctx_ops,
+        s.num_ops,
+        eff,
+        eff,
+        eff,
+        float(ctx),
+        0.0,
+        out_ms,
+        out_energy_wms,
+        out_covered_ms,
+    )
 
 
 @kernel
-def accumulate(lo, hi, out_ms, out_energy_wms, out_covered_ms, acc_ms, acc_energy_wms,
-               acc_covered_ms):
+def accumulate(
+    lo, hi, out_ms, out_energy_wms, out_covered_ms, acc_ms, acc_energy_wms, acc_covered_ms
+):
     """acc[i] += out[i] for i in [lo, hi): one evaluation into the run accumulators."""
     for i in range(lo, hi):
         acc_ms[i] += out_ms[i]

@@ -47,11 +47,13 @@ def _memo_find(memo, kind, a, b, c):
 def memo_fill(plan, memo, slot, kind, a, b, c):
     """Price a phase op by op into memo slot `slot` (the rare miss path, kept out of line)."""
     if kind == 0:
-        v = optime_pass.price_prefill(plan, a, b, c, memo.row_ms[slot], memo.row_energy[slot],
-                                      memo.row_covered[slot])
+        v = optime_pass.price_prefill(
+            plan, a, b, c, memo.row_ms[slot], memo.row_energy[slot], memo.row_covered[slot]
+        )
     else:
-        v = optime_pass.price_decode(plan, a, b, memo.row_ms[slot], memo.row_energy[slot],
-                                     memo.row_covered[slot])
+        v = optime_pass.price_decode(
+            plan, a, b, memo.row_ms[slot], memo.row_energy[slot], memo.row_covered[slot]
+        )
     keys = memo.keys
     keys[slot, 0] = kind
     keys[slot, 1] = a
@@ -175,8 +177,9 @@ def price_shape(p, plan, memo, bs_p, sum_isl, sum_pfx, bs_d, sum_ctx):
         pfx = sum_pfx // bs_p
     if bs_d > 0:
         ctx = sum_ctx // bs_d
-    prefill, decode = pass_time(p, plan, memo, bs_p, isl, pfx, bs_d, ctx, sum_isl - sum_pfx,
-                                sum_ctx)
+    prefill, decode = pass_time(
+        p, plan, memo, bs_p, isl, pfx, bs_d, ctx, sum_isl - sum_pfx, sum_ctx
+    )
     return round_ns(prefill), round_ns(decode)
 
 

@@ -31,9 +31,11 @@ _SIGMA = (0x61707865, 0x3320646E, 0x79622D32, 0x6B206574)  # "expand 32-byte k"
 # (lanes, LLVM target features, symbol) per vector level: the level-0 function is plain
 # vector IR compiled for the build target (SSE2 on the generic x86-64 the archive is built for);
 # the others carry their own target features and run only where the host reports them.
-_LEVELS = ((4, "", "aisim_chacha12_x4_v1"),
-           (8, "+avx2", "aisim_chacha12_x8_avx2_v1"),
-           (16, "+avx512f", "aisim_chacha12_x16_avx512f_v1"))
+_LEVELS = (
+    (4, "", "aisim_chacha12_x4_v1"),
+    (8, "+avx2", "aisim_chacha12_x8_avx2_v1"),
+    (16, "+avx512f", "aisim_chacha12_x16_avx512f_v1"),
+)
 
 
 def _blocks_function_ir(lanes: int, features: str, name: str, triple: str, layout: str) -> str:
@@ -60,8 +62,11 @@ def _blocks_function_ir(lanes: int, features: str, name: str, triple: str, layou
 
     def splat(scalar, vtype):
         one = b.insert_element(ir.Constant(vtype, ir.Undefined), scalar, ir.Constant(_I32, 0))
-        return b.shuffle_vector(one, ir.Constant(vtype, ir.Undefined),
-                                ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes))
+        return b.shuffle_vector(
+            one,
+            ir.Constant(vtype, ir.Undefined),
+            ir.Constant(ir.VectorType(_I32, lanes), [0] * lanes),
+        )
 
     def rotl(v, c):
         return b.call(fshl, [v, v, ir.Constant(vec, [c] * lanes)])
@@ -123,8 +128,13 @@ def _chacha12_refill(typingctx, st):
         library = context.active_code_library
         fns = []
         for lanes, features, name in levels:
-            library.add_llvm_module(llvm.parse_assembly(_blocks_function_ir(
-                lanes, features, name, module.triple, str(module.data_layout))))
+            library.add_llvm_module(
+                llvm.parse_assembly(
+                    _blocks_function_ir(
+                        lanes, features, name, module.triple, str(module.data_layout)
+                    )
+                )
+            )
             fntype = ir.FunctionType(ir.VoidType(), [_I32.as_pointer(), _I64])
             fns.append(module.globals.get(name) or ir.Function(module, fntype, name=name))
         data = context.make_array(signature.args[0])(context, builder, args[0]).data
@@ -148,8 +158,9 @@ def _chacha12_refill(typingctx, st):
         builder.position_at_end(after)
         lo = builder.zext(builder.load(word(META)), _I64)
         hi = builder.zext(builder.load(word(META + 1)), _I64)
-        nxt = builder.add(builder.or_(lo, builder.shl(hi, ir.Constant(_I64, 32))),
-                          ir.Constant(_I64, 16))
+        nxt = builder.add(
+            builder.or_(lo, builder.shl(hi, ir.Constant(_I64, 32))), ir.Constant(_I64, 16)
+        )
         builder.store(builder.trunc(nxt, _I32), word(META))
         builder.store(builder.trunc(builder.lshr(nxt, ir.Constant(_I64, 32)), _I32), word(META + 1))
         builder.store(ir.Constant(_I32, 0), word(META + 2))

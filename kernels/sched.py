@@ -34,17 +34,20 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_
     if mtp_on(mtp):
         mtp_step.shape_reset(mtp, r)
     budget, flags, preempted = running.schedule_running(
-        p, req, ranks, blocks, stats, pfx_hash, r, p.max_tokens, defer, x, mtp)
+        p, req, ranks, blocks, stats, pfx_hash, r, p.max_tokens, defer, x, mtp
+    )
     if not preempted and not (flags & SCHED_TRT_PREEMPT):
         budget, aflags = admission.admit_waiting(
-            p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, defer, mtp)
+            p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, defer, mtp
+        )
         flags |= aflags
     if not defer and not preempted:
         ranks.capacity_bound[r] = ranks.wait_len[r] > 0
     ranks.deferred[r] = defer
     ranks.preempted[r] = preempted
     if mtp_on(mtp):
-        return pass_price.reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, mtp, r,
-                                                plan, memo, flags)
+        return pass_price.reserve_and_price_mtp(
+            p, req, ranks, blocks, stats, pfx_hash, mtp, r, plan, memo, flags
+        )
     prefill_ns, decode_ns = pass_price.price_rank(p, req, ranks, r, x, plan, memo)
     return prefill_ns, decode_ns, flags

@@ -29,7 +29,8 @@ def test_predict_accepts_path_yaml_text_and_dict(tmp_path: Path) -> None:
         assert by_text.requests is None and by_text.passes is None
     res = CliRunner().invoke(main, ["predict", "-c", str(cfg), "--format", "json"])
     assert json.loads(res.stdout.splitlines()[-1])["prediction_sha256"] == (
-        by_path.prediction_sha256)
+        by_path.prediction_sha256
+    )
 
 
 def test_overrides_and_write(tmp_path: Path) -> None:
@@ -41,8 +42,9 @@ def test_overrides_and_write(tmp_path: Path) -> None:
 
 
 def test_sweep_returns_the_table(tmp_path: Path) -> None:
-    table = aisim.sweep(yaml.safe_load(OP_LEVEL), {"traffic.load.concurrency": [1, 3]},
-                        out_dir=tmp_path / "sw")
+    table = aisim.sweep(
+        yaml.safe_load(OP_LEVEL), {"traffic.load.concurrency": [1, 3]}, out_dir=tmp_path / "sw"
+    )
     assert table.num_rows == 2 and table.column("status").to_pylist() == ["ok", "ok"]
     assert (tmp_path / "sw" / "base.yaml").exists()
     lone = aisim.predict(tmp_path / "sw" / "base.yaml", overrides=["traffic.load.concurrency=3"])

@@ -38,8 +38,11 @@ def test_kernels_do_not_import_the_python_package() -> None:
     for name, path in _modules().items():
         if not name.startswith("aisim.kernels"):
             continue
-        outside = {m for m in _imports(path)
-                   if m.startswith("aisim.") and not m.startswith("aisim.kernels")}
+        outside = {
+            m
+            for m in _imports(path)
+            if m.startswith("aisim.") and not m.startswith("aisim.kernels")
+        }
         assert not outside, f"{path.relative_to(ROOT)} imports {sorted(outside)}"
 
 

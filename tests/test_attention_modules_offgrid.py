@@ -28,12 +28,14 @@ from tests.test_moe_pricing import CONFIG
 
 HERE = Path(__file__).parent
 GOLDEN = json.loads(
-    (HERE / "golden_optable" / "deepseek_attention_modules_offgrid.json").read_text())
+    (HERE / "golden_optable" / "deepseek_attention_modules_offgrid.json").read_text()
+)
 VERSIONS = {"vllm": "0.24.0", "trtllm": "1.3.0rc20"}
 REL = 1e-9
 DEPLOYMENTS = {
     f"{d['model'].split('/')[1]}-{d['backend']}-tp{d['tensor']}-dp{d['attention_data']}": d
-    for d in GOLDEN["deployments"]}
+    for d in GOLDEN["deployments"]
+}
 
 
 @cache
@@ -44,11 +46,15 @@ def _pricers(name: str):
     from aisim.timing.provider import plan_for
 
     d = DEPLOYMENTS[name]
-    text = CONFIG.replace("deepseek-ai/DeepSeek-V3.2", d["model"]).replace(
-        "backend: vllm", f"backend: {d['backend']}").replace(
-        '"0.24.0"', f'"{VERSIONS[d["backend"]]}"').replace(
-        "tensor: 1, pipeline: 1, attention_data: 8",
-        f"tensor: {d['tensor']}, pipeline: 1, attention_data: {d['attention_data']}")
+    text = (
+        CONFIG.replace("deepseek-ai/DeepSeek-V3.2", d["model"])
+        .replace("backend: vllm", f"backend: {d['backend']}")
+        .replace('"0.24.0"', f'"{VERSIONS[d["backend"]]}"')
+        .replace(
+            "tensor: 1, pipeline: 1, attention_data: 8",
+            f"tensor: {d['tensor']}, pipeline: 1, attention_data: {d['attention_data']}",
+        )
+    )
     path = Path(tempfile.mkdtemp(prefix="aisim-attn-mod-")) / "cfg.yaml"
     path.write_text(text)
     plan = plan_for(resolve(load_config(str(path))), "test")
@@ -82,7 +88,11 @@ def test_dsa_module_per_op(name: str) -> None:
 def test_chunk_continuation_figures() -> None:
     """The figures that showed the gap: new N after a 2048-token prefix, batch 1, per layer."""
     _plan, pricer = _pricers("DeepSeek-V3.2-vllm-tp1-dp8")
-    for new, per_layer in ((128, 0.37341597290780676), (512, 1.341091102427094),
-                           (952, 1.8998289672816373), (1024, 0.9679313782991202)):
+    for new, per_layer in (
+        (128, 0.37341597290780676),
+        (512, 1.341091102427094),
+        (952, 1.8998289672816373),
+        (1024, 0.9679313782991202),
+    ):
         got = dict(pricer.prefill_breakdown(1, new + 2048, 2048))["context_attention"] / 61
         assert _close(got, per_layer), (new, got, per_layer)

@@ -22,11 +22,17 @@ from tests.parity_rule import mismatches
 GOLDEN = Path(__file__).parent / "golden"
 
 
-@pytest.mark.parametrize(("golden", "version", "concrete"), [
-    ("single-request", "current", "0.24.0"), ("single-request", "next", "0.31.0"),
-    ("single-request", "0.31.0", "0.31.0"), ("trtllm-basic", "next", "1.3.0rc23"),
-    ("trtllm-basic", "1.3.0rc23", "1.3.0rc23"), ("trtllm-basic", "current", "1.3.0rc20"),
-])
+@pytest.mark.parametrize(
+    ("golden", "version", "concrete"),
+    [
+        ("single-request", "current", "0.24.0"),
+        ("single-request", "next", "0.31.0"),
+        ("single-request", "0.31.0", "0.31.0"),
+        ("trtllm-basic", "next", "1.3.0rc23"),
+        ("trtllm-basic", "1.3.0rc23", "1.3.0rc23"),
+        ("trtllm-basic", "current", "1.3.0rc20"),
+    ],
+)
 def test_slot_versions_run_under_fixed_timing(golden: str, version: str, concrete: str) -> None:
     folder = GOLDEN / golden
     overrides = (f"engine.backend_version={version}",)
@@ -45,10 +51,14 @@ def test_current_alias_prices_op_level_like_the_version() -> None:
     assert pred.prediction["prediction_provenance"]["aggregated"]["data_version"] == "0.24.0"
 
 
-@pytest.mark.parametrize(("golden", "version"), [
-    ("fp32-checkpoint-op-level", "next"), ("fp32-checkpoint-op-level", "0.31.0"),
-    ("dense-trtllm-c64-r256", "1.3.0rc23"),
-])
+@pytest.mark.parametrize(
+    ("golden", "version"),
+    [
+        ("fp32-checkpoint-op-level", "next"),
+        ("fp32-checkpoint-op-level", "0.31.0"),
+        ("dense-trtllm-c64-r256", "1.3.0rc23"),
+    ],
+)
 def test_next_versions_under_op_level_timing_are_not_available(golden: str, version: str) -> None:
     path = str(GOLDEN / golden / "config.yaml")
     lines = unsupported_features(load_config(path, (f"engine.backend_version={version}",)))

@@ -27,8 +27,9 @@ engine:
 """
 
 
-@pytest.mark.parametrize(("backend", "blocks", "block_size"),
-                         [("vllm", 36412, 64), ("trtllm", 73836, 32)])
+@pytest.mark.parametrize(
+    ("backend", "blocks", "block_size"), [("vllm", 36412, 64), ("trtllm", 73836, 32)]
+)
 def test_qwen3_32b_tp4_default_capacity(tmp_path: Path, backend, blocks, block_size) -> None:
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(CFG)
@@ -40,6 +41,12 @@ def test_no_kv_budget_is_a_capacity_error(tmp_path: Path) -> None:
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(CFG)
     with pytest.raises(CapacityError, match=r"kv_cache\.capacity"):
-        resolve(load_config(cfg, ["engine.workers.aggregated.parallelism.tensor=1",
-                                  "engine.workers.aggregated.kv_cache.capacity.memory_fraction"
-                                  "=0.3"]))
+        resolve(
+            load_config(
+                cfg,
+                [
+                    "engine.workers.aggregated.parallelism.tensor=1",
+                    "engine.workers.aggregated.kv_cache.capacity.memory_fraction=0.3",
+                ],
+            )
+        )

@@ -37,8 +37,9 @@ def _run(tmp_path: Path, text: str, *args: str):
 
 def test_predict_writes_outputs_and_hash(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    res = _run(tmp_path, BASE, "--output-dir", str(out), "--format", "json",
-               "--capture-per-request")
+    res = _run(
+        tmp_path, BASE, "--output-dir", str(out), "--format", "json", "--capture-per-request"
+    )
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     pred = json.loads((out / "prediction.json").read_text())
@@ -105,24 +106,42 @@ BAD = [
     ("engine.nextn_accepted", ["--set", "engine.nextn_accepted=1.5"]),
     ("engine.kv_transfer", ["--set", "engine.kv_transfer={bandwidth_gb_per_second: 400.0}"]),
     ("engine.workers", ["--set", "engine.mode=disaggregated"]),
-    ("engine.workers.aggregated.kv_cache.block_size",
-     ["--set", "engine.workers.aggregated.kv_cache.block_size=1"]),
-    ("engine.workers.aggregated.kv_cache.capacity",
-     ["--set", "engine.workers.aggregated.kv_cache.capacity={type: fixed}"]),
-    ("engine.workers.aggregated.kv_cache.capacity.blocks",
-     ["--set", "engine.workers.aggregated.kv_cache.capacity.blocks=-1"]),
-    ("engine.workers.aggregated.scheduler.max_sequences",
-     ["--set", "engine.workers.aggregated.scheduler.max_sequences=0"]),
-    ("engine.workers.aggregated.scheduler.max_batchd_tokens",
-     ["--set", "engine.workers.aggregated.scheduler.max_batchd_tokens=64"]),
-    ("engine.workers.aggregated.timing",
-     ["--set", "engine.workers.aggregated.timing={type: fixd}"]),
-    ("engine.workers.aggregated.timing.prefill_ms",
-     ["--set", "engine.workers.aggregated.timing.prefill_ms=-1"]),
-    ("engine.workers.aggregated.parallelism.tensor",
-     ["--set", "engine.workers.aggregated.parallelism.tensor=3"]),
-    ("engine.workers.aggregated.kv_cache.capacity.blocks",
-     ["--set", "engine.workers.aggregated.kv_cache.capacity.blocks=4"]),
+    (
+        "engine.workers.aggregated.kv_cache.block_size",
+        ["--set", "engine.workers.aggregated.kv_cache.block_size=1"],
+    ),
+    (
+        "engine.workers.aggregated.kv_cache.capacity",
+        ["--set", "engine.workers.aggregated.kv_cache.capacity={type: fixed}"],
+    ),
+    (
+        "engine.workers.aggregated.kv_cache.capacity.blocks",
+        ["--set", "engine.workers.aggregated.kv_cache.capacity.blocks=-1"],
+    ),
+    (
+        "engine.workers.aggregated.scheduler.max_sequences",
+        ["--set", "engine.workers.aggregated.scheduler.max_sequences=0"],
+    ),
+    (
+        "engine.workers.aggregated.scheduler.max_batchd_tokens",
+        ["--set", "engine.workers.aggregated.scheduler.max_batchd_tokens=64"],
+    ),
+    (
+        "engine.workers.aggregated.timing",
+        ["--set", "engine.workers.aggregated.timing={type: fixd}"],
+    ),
+    (
+        "engine.workers.aggregated.timing.prefill_ms",
+        ["--set", "engine.workers.aggregated.timing.prefill_ms=-1"],
+    ),
+    (
+        "engine.workers.aggregated.parallelism.tensor",
+        ["--set", "engine.workers.aggregated.parallelism.tensor=3"],
+    ),
+    (
+        "engine.workers.aggregated.kv_cache.capacity.blocks",
+        ["--set", "engine.workers.aggregated.kv_cache.capacity.blocks=4"],
+    ),
     ("--set", ["--set", "traffic.load.concurrency"]),
 ]
 
@@ -150,8 +169,9 @@ def test_missing_config_file(tmp_path: Path) -> None:
     assert res.exit_code == 2
 
 
-OP_LEVEL = BASE.replace("timing: {type: fixed, prefill_ms: 7.3, decode_ms: 1.7}",
-                        "timing: {type: default}")
+OP_LEVEL = BASE.replace(
+    "timing: {type: fixed, prefill_ms: 7.3, decode_ms: 1.7}", "timing: {type: default}"
+)
 
 
 def test_op_level_timing_runs_from_the_shipped_table(tmp_path: Path) -> None:
@@ -165,7 +185,7 @@ def test_op_level_timing_runs_from_the_shipped_table(tmp_path: Path) -> None:
 
 def test_op_level_timing_for_moe_needs_matching_moe_parallelism(tmp_path: Path) -> None:
     text = OP_LEVEL.replace("Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B")
-    res = _run(tmp_path, text)   # tensor 4, moe_tensor x moe_expert 1
+    res = _run(tmp_path, text)  # tensor 4, moe_tensor x moe_expert 1
     assert res.exit_code == 2
     assert "engine.workers.aggregated.timing" in res.stderr
     assert "must equal moe_tensor x moe_expert" in res.stderr and "Traceback" not in res.stderr
@@ -173,7 +193,8 @@ def test_op_level_timing_for_moe_needs_matching_moe_parallelism(tmp_path: Path) 
 
 def test_op_level_timing_runs_for_moe_models(tmp_path: Path) -> None:
     text = OP_LEVEL.replace("Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B").replace(
-        "tensor: 4", "tensor: 4, moe_expert: 4")
+        "tensor: 4", "tensor: 4, moe_expert: 4"
+    )
     res = _run(tmp_path, text, "--format", "json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])

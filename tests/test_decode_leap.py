@@ -43,10 +43,26 @@ def test_leaps_change_nothing(seed: int) -> None:
 def test_low_concurrency_steady_decoding(load: str) -> None:
     spec, _ = random_case(0)
     spec = dataclasses.replace(
-        spec, backend="vllm", replicas=1, dp_size=1, block_size=16, num_blocks=400,
-        max_tokens=512, max_seqs=16, max_model_len=40960, prefix_caching=True,
-        chunked_prefill=True, prefill_interval=1, timing="polynomial", num_requests=60,
-        load=load, concurrency=2, input_tokens=100, output_tokens=90, cached_prefix_tokens=48)
+        spec,
+        backend="vllm",
+        replicas=1,
+        dp_size=1,
+        block_size=16,
+        num_blocks=400,
+        max_tokens=512,
+        max_seqs=16,
+        max_model_len=40960,
+        prefix_caching=True,
+        chunked_prefill=True,
+        prefill_interval=1,
+        timing="polynomial",
+        num_requests=60,
+        load=load,
+        concurrency=2,
+        input_tokens=100,
+        output_tokens=90,
+        cached_prefix_tokens=48,
+    )
     if load == "poisson":
         spec = dataclasses.replace(spec, rate_per_s=5.0)
     traffic = synthetic(spec)

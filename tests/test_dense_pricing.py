@@ -49,9 +49,12 @@ def pricer(key: str, mode: str = "SILICON") -> PassPricer:
     if (key, mode) not in _PLANS:
         cfg = GOLDEN["configs"][key]
         tables, system = _compiled_tables(cfg["backend"], cfg["version"])
-        plan = build_dense_plan(load_model(cfg["model"]), tables, system,
-                                Deployment(cfg["backend"], cfg["version"], tensor=cfg["tp"],
-                                           mode=mode))
+        plan = build_dense_plan(
+            load_model(cfg["model"]),
+            tables,
+            system,
+            Deployment(cfg["backend"], cfg["version"], tensor=cfg["tp"], mode=mode),
+        )
         _PLANS[(key, mode)] = PassPricer(plan)
     return _PLANS[(key, mode)]
 
@@ -86,8 +89,9 @@ def test_golden_pass_total(key: str, case: str) -> None:
 def test_golden_per_op(key: str, case: str, mode: str) -> None:
     c = GOLDEN["configs"][key]["per_op_breakdown"][case]
     pr = pricer(key, mode)
-    bd = pr.prefill_breakdown(*c["prefill"]) if "prefill" in c else pr.decode_breakdown(
-        *c["decode"])
+    bd = (
+        pr.prefill_breakdown(*c["prefill"]) if "prefill" in c else pr.decode_breakdown(*c["decode"])
+    )
     field = "latency_ms" if mode == "SILICON" else "sol_ms"
     assert [name for name, _ in bd] == [o["op"] for o in c["ops"]]
     for (name, got), o in zip(bd, c["ops"], strict=True):
@@ -117,11 +121,13 @@ def test_miss_names_op_and_key() -> None:
         build_dense_plan(model, tables, system, tp4, gemm_dtype="int4_awq")
     assert err.value.op == "qkv_gemm" and "int4_awq" in err.value.key
     # SOL needs no table slice (docs/timing.md 5: fmha fp8 works in SOL)
-    build_dense_plan(model, tables, system, Deployment("vllm", "0.24.0", tensor=4, mode="SOL"),
-                     fmha_dtype="fp8")
+    build_dense_plan(
+        model, tables, system, Deployment("vllm", "0.24.0", tensor=4, mode="SOL"), fmha_dtype="fp8"
+    )
     with pytest.raises(NotAvailableError):
-        build_dense_plan(model, tables, system,
-                         Deployment("vllm", "0.24.0", tensor=4, mode="HYBRID"))
+        build_dense_plan(
+            model, tables, system, Deployment("vllm", "0.24.0", tensor=4, mode="HYBRID")
+        )
 
 
 def test_kernels_have_one_specialization() -> None:
@@ -142,10 +148,18 @@ def test_kernels_have_one_specialization() -> None:
 
 BW = 7.7e12
 BF16 = 2.25e15
-SYSTEM = {"gpu": {"mem_bw": BW, "mem_bw_empirical_scaling_factor": 0.8,
-                  "mem_empirical_constant_latency": 3e-6, "bfloat16_tc_flops": BF16,
-                  "fp8_tc_flops": 4.5e15, "int8_tc_flops": 4.5e15, "fp4_tc_flops": 9e15},
-          "node": {"intra_node_bw": 900e9, "inter_node_bw": 50e9, "p2p_latency": 1e-5}}
+SYSTEM = {
+    "gpu": {
+        "mem_bw": BW,
+        "mem_bw_empirical_scaling_factor": 0.8,
+        "mem_empirical_constant_latency": 3e-6,
+        "bfloat16_tc_flops": BF16,
+        "fp8_tc_flops": 4.5e15,
+        "int8_tc_flops": 4.5e15,
+        "fp4_tc_flops": 9e15,
+    },
+    "node": {"intra_node_bw": 900e9, "inter_node_bw": 50e9, "p2p_latency": 1e-5},
+}
 
 
 def gsol(m, n, k):
@@ -155,14 +169,23 @@ def gsol(m, n, k):
 def _one_site(m_lat: list[tuple[int, float, float]], n: int, k: int) -> GemmSites:
     """One GEMM op on one site of (m, latency, energy) rows, bf16."""
     one = np.array([1.0])
-    return GemmSites(op_n=np.array([float(n)]), op_k=np.array([float(k)]),
-                     op_flops=np.array([BF16]), op_bpe=np.array([2.0]),
-                     op_num_sites=np.zeros(1, np.int64), op_sites=np.zeros((1, 4), np.int64),
-                     op_weights=np.zeros((1, 4)), site_off=np.array([0, len(m_lat)], np.int64),
-                     site_n=one * n, site_k=one * k, site_flops=one * BF16, site_bpe=one * 2.0,
-                     curve_m=np.array([float(r[0]) for r in m_lat]),
-                     curve_lat=np.array([r[1] for r in m_lat]),
-                     curve_en=np.array([r[2] if len(r) > 2 else 0.0 for r in m_lat]))
+    return GemmSites(
+        op_n=np.array([float(n)]),
+        op_k=np.array([float(k)]),
+        op_flops=np.array([BF16]),
+        op_bpe=np.array([2.0]),
+        op_num_sites=np.zeros(1, np.int64),
+        op_sites=np.zeros((1, 4), np.int64),
+        op_weights=np.zeros((1, 4)),
+        site_off=np.array([0, len(m_lat)], np.int64),
+        site_n=one * n,
+        site_k=one * k,
+        site_flops=one * BF16,
+        site_bpe=one * 2.0,
+        curve_m=np.array([float(r[0]) for r in m_lat]),
+        curve_lat=np.array([r[1] for r in m_lat]),
+        curve_en=np.array([r[2] if len(r) > 2 else 0.0 for r in m_lat]),
+    )
 
 
 def site_at(m_lat, n, k, m):
@@ -193,8 +216,13 @@ def test_gemm_energy_blends_like_latency() -> None:
     """Blend power E / L per leaf (0 when unmeasured), weighted like the latency; energy =
     blend power x latency (an exact hit included)."""
     n, k = 4096, 4096
-    pts = [(16, 0.010, 10.0), (32, 0.014, 0.0), (64, 0.020, 30.0), (128, 0.031, 31.0),
-           (256, 0.060, 66.0)]   # 1000 W, unmeasured, 1500 W, 1000 W, 1100 W
+    pts = [
+        (16, 0.010, 10.0),
+        (32, 0.014, 0.0),
+        (64, 0.020, 30.0),
+        (128, 0.031, 31.0),
+        (256, 0.060, 66.0),
+    ]  # 1000 W, unmeasured, 1500 W, 1000 W, 1100 W
     for m, watts in ((64, 1500.0), (48, 750.0), (4, 1000.0), (1024, 1100.0)):
         lat, energy = gemm_le_at(pts, n, k, m)
         assert lat == site_at(pts, n, k, m)
@@ -216,9 +244,19 @@ def _gemm_tables(sites: dict[tuple[int, int], float]):
 
 
 def _tiny_model(h=1024, inter=2048, heads=8, kv=8, d=128, vocab=4096) -> ModelArch:
-    return ModelArch(model_id="tiny", num_layers=2, num_attention_heads=heads, num_kv_heads=kv,
-                     head_dim=d, max_position_embeddings=4096, dtype_bytes=2, hidden_size=h,
-                     intermediate_size=inter, vocab_size=vocab, use_qk_norm=False)
+    return ModelArch(
+        model_id="tiny",
+        num_layers=2,
+        num_attention_heads=heads,
+        num_kv_heads=kv,
+        head_dim=d,
+        max_position_embeddings=4096,
+        dtype_bytes=2,
+        hidden_size=h,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        use_qk_norm=False,
+    )
 
 
 def _plan_gemm(gemm_cols):
@@ -227,26 +265,42 @@ def _plan_gemm(gemm_cols):
 
 def test_gemm_idw_from_sites_within_two_octaves() -> None:
     # query (3000, 1024): sites at log2 distances; the far one (beyond 2 octaves) is ignored
-    sites = {(2048, 1024): 0.5, (4096, 1024): 0.7, (2048, 2048): 0.6, (4096, 2048): 0.8,
-             (1024, 512): 0.9, (65536, 1024): 0.1}
+    sites = {
+        (2048, 1024): 0.5,
+        (4096, 1024): 0.7,
+        (2048, 2048): 0.6,
+        (4096, 2048): 0.8,
+        (1024, 512): 0.9,
+        (65536, 1024): 0.1,
+    }
     g = _plan_gemm(_gemm_tables(sites))
     num, ids, ws, _ = g.resolve("op", "bfloat16", 3000, 1024)
-    near = sorted(((math.hypot(math.log2(sn / 3000), math.log2(sk / 1024)), (sn, sk))
-                   for sn, sk in sites), key=lambda x: x[0])
+    near = sorted(
+        ((math.hypot(math.log2(sn / 3000), math.log2(sk / 1024)), (sn, sk)) for sn, sk in sites),
+        key=lambda x: x[0],
+    )
     near = [x for x in near if x[0] <= 2.0][:4]
     assert [g.used[i][1:] for i in ids] == [s for _, s in near]
     want_u = sum(sites[s] / (d * d + 1e-12) for d, s in near) / sum(
-        1 / (d * d + 1e-12) for d, _ in near)
+        1 / (d * d + 1e-12) for d, _ in near
+    )
     gw = np.zeros((1, 4))
     gw[0, :num] = ws
     gs = np.full((1, 4), -1, np.int64)
     gs[0, :num] = ids
-    gemm = GemmSites(op_n=np.array([3000.0]), op_k=np.array([1024.0]), op_flops=np.array([BF16]),
-                     op_bpe=np.array([2.0]), op_num_sites=np.array([num], np.int64),
-                     op_sites=gs, op_weights=gw, **g.curves())
+    gemm = GemmSites(
+        op_n=np.array([3000.0]),
+        op_k=np.array([1024.0]),
+        op_flops=np.array([BF16]),
+        op_bpe=np.array([2.0]),
+        op_num_sites=np.array([num], np.int64),
+        op_sites=gs,
+        op_weights=gw,
+        **g.curves(),
+    )
     got, energy = KG.gemm_le(gemm, 0, 100.0, BW)
     assert got == pytest.approx(gsol(100, 3000, 1024) / want_u, rel=1e-12)
-    assert energy == 0.0   # the table has no power
+    assert energy == 0.0  # the table has no power
 
 
 def test_gemm_frontier_waiver_and_miss() -> None:
@@ -256,10 +310,10 @@ def test_gemm_frontier_waiver_and_miss() -> None:
     num, ids, _, text = g.resolve("logits_gemm", "bfloat16", 400000, 1024)
     assert "frontier" in text and num == 3
     assert g.used[ids[0]][1:] == (65536, 1024)
-    with pytest.raises(OpTableError) as err:          # both axes overflow: a miss
+    with pytest.raises(OpTableError) as err:  # both axes overflow: a miss
         g.resolve("logits_gemm", "bfloat16", 400000, 16384)
     assert err.value.op == "logits_gemm" and "n=400000" in err.value.key
-    with pytest.raises(OpTableError):                 # scale-down beyond the gate: a miss
+    with pytest.raises(OpTableError):  # scale-down beyond the gate: a miss
         g.resolve("x", "bfloat16", 64, 1024)
     num, ids, _, text = g.resolve("x", "bfloat16", 65536, 1024)
     assert num == 0 and text.endswith("site")
@@ -282,8 +336,15 @@ def _par(n_kv=2.0, d=128.0):
 
 
 def ctx_le(leaves, h, s, b, energy=None):
-    return KA.grid_le(KA.KIND_CONTEXT, float(h), float(s), float(b), _grid(leaves, energy),
-                      np.zeros(8), np.zeros(8, np.int64))
+    return KA.grid_le(
+        KA.KIND_CONTEXT,
+        float(h),
+        float(s),
+        float(b),
+        _grid(leaves, energy),
+        np.zeros(8),
+        np.zeros(8, np.int64),
+    )
 
 
 def ctx_lookup(leaves, h, s, b):
@@ -294,9 +355,17 @@ def csol(h, s, b):
     return KA.attention_sol_ms(KA.KIND_CONTEXT, float(h), float(s), float(b), _par())
 
 
-CTX = {(16, 512, 1): 0.010, (16, 512, 2): 0.016, (16, 512, 4): 0.030,
-       (16, 1024, 1): 0.025, (16, 1024, 2): 0.045,
-       (32, 512, 1): 0.018, (32, 512, 2): 0.030, (32, 1024, 1): 0.050, (32, 1024, 2): 0.090}
+CTX = {
+    (16, 512, 1): 0.010,
+    (16, 512, 2): 0.016,
+    (16, 512, 4): 0.030,
+    (16, 1024, 1): 0.025,
+    (16, 1024, 2): 0.045,
+    (32, 512, 1): 0.018,
+    (32, 512, 2): 0.030,
+    (32, 1024, 1): 0.050,
+    (32, 1024, 2): 0.090,
+}
 
 
 def test_context_exact_hit_and_raw_batch_blend() -> None:
@@ -309,8 +378,7 @@ def test_context_sqrt_blend_along_seq_and_raw_along_heads() -> None:
     want16 = (math.sqrt(0.010) + (math.sqrt(0.025) - math.sqrt(0.010)) * w) ** 2
     assert ctx_lookup(CTX, 16, 768, 1) == pytest.approx(want16, rel=1e-14)
     want32 = (math.sqrt(0.018) + (math.sqrt(0.050) - math.sqrt(0.018)) * w) ** 2
-    assert ctx_lookup(CTX, 24, 768, 1) == pytest.approx(want16 + (want32 - want16) * 0.5,
-                                                        rel=1e-14)
+    assert ctx_lookup(CTX, 24, 768, 1) == pytest.approx(want16 + (want32 - want16) * 0.5, rel=1e-14)
 
 
 def test_context_ragged_bracket_rescales_the_survivor() -> None:
@@ -320,19 +388,19 @@ def test_context_ragged_bracket_rescales_the_survivor() -> None:
 
 
 def test_context_energy_exact_verbatim_else_blended() -> None:
-    energy = {k: 400.0 * lat for k, lat in CTX.items()}   # 400 W everywhere
-    energy[(16, 512, 4)] = 0.0                             # but one unmeasured leaf
+    energy = {k: 400.0 * lat for k, lat in CTX.items()}  # 400 W everywhere
+    energy[(16, 512, 4)] = 0.0  # but one unmeasured leaf
     assert ctx_le(CTX, 16, 1024, 2, energy) == (0.045, energy[(16, 1024, 2)])
-    lat, e = ctx_le(CTX, 16, 512, 3, energy)    # halfway between 400 W and 0 W
+    lat, e = ctx_le(CTX, 16, 512, 3, energy)  # halfway between 400 W and 0 W
     assert e == pytest.approx(200.0 * lat, rel=1e-14)
-    lat, e = ctx_le(CTX, 16, 768, 1, energy)    # both seq branches at 400 W
+    lat, e = ctx_le(CTX, 16, 768, 1, energy)  # both seq branches at 400 W
     assert e == pytest.approx(400.0 * lat, rel=1e-14)
-    lat, e = ctx_le(CTX, 16, 768, 3, energy)    # ragged: the surviving branch's power
+    lat, e = ctx_le(CTX, 16, 768, 3, energy)  # ragged: the surviving branch's power
     assert e == pytest.approx(200.0 * lat, rel=1e-14)
 
 
 def test_context_multi_axis_hold_tapered_shepard() -> None:
-    h, s, b = 16, 4096, 8    # far beyond every axis: hold over the 4 nearest leaves
+    h, s, b = 16, 4096, 8  # far beyond every axis: hold over the 4 nearest leaves
     q = np.log2([h, s, b])
     dist = sorted((float(np.sqrt(((np.log2(k) - q) ** 2).sum())), k) for k in CTX)
     radius = dist[4][0]
@@ -345,8 +413,8 @@ def test_context_multi_axis_hold_tapered_shepard() -> None:
 
 
 def test_generation_five_sample_average() -> None:
-    leaves = {(16, 1, kv): 0.01 + 1e-5 * kv ** 0.5 for kv in (512, 1024, 2048)}
-    leaves.update({(16, 2, kv): 0.012 + 2e-5 * kv ** 0.5 for kv in (512, 1024, 2048)})
+    leaves = {(16, 1, kv): 0.01 + 1e-5 * kv**0.5 for kv in (512, 1024, 2048)}
+    leaves.update({(16, 2, kv): 0.012 + 2e-5 * kv**0.5 for kv in (512, 1024, 2048)})
     grid = _grid(leaves)
     scratch = (np.zeros(8), np.zeros(8, np.int64))
 
@@ -360,23 +428,23 @@ def test_generation_five_sample_average() -> None:
     got = KA.generation_5sample_le(16.0, 1.0, float(s), grid, *scratch)[0]
     assert got == pytest.approx(want, rel=1e-15)
     # measured points do not come back exactly
-    assert KA.generation_5sample_le(16.0, 1.0, 1024.0, grid, *scratch)[0] != leaves[
-        (16, 1, 1024)]
+    assert KA.generation_5sample_le(16.0, 1.0, 1024.0, grid, *scratch)[0] != leaves[(16, 1, 1024)]
     # raw linear between kv brackets
-    assert one(2, 768) == pytest.approx((leaves[(16, 2, 512)] + leaves[(16, 2, 1024)]) / 2,
-                                        rel=1e-15)
+    assert one(2, 768) == pytest.approx(
+        (leaves[(16, 2, 512)] + leaves[(16, 2, 1024)]) / 2, rel=1e-15
+    )
 
 
 def test_allreduce_curve_and_edge_hold() -> None:
     x = np.array([128.0, 256.0, 512.0])
     y = np.array([0.005, 0.006, 0.008])
-    en = np.array([5.0, 4.8, 0.0])   # W*ms: 1000 W, 800 W, unmeasured
+    en = np.array([5.0, 4.8, 0.0])  # W*ms: 1000 W, 800 W, unmeasured
     curve = Curve(x, y, en)
 
     def at(e, gpus=4.0):
         return KC.allreduce_le(e, curve, gpus, 2.0, 900e9)
 
-    assert at(256.0) == (0.006, 4.8)   # an exact hit carries the leaf's energy
+    assert at(256.0) == (0.006, 4.8)  # an exact hit carries the leaf's energy
     lat, energy = at(192.0)
     assert lat == pytest.approx(0.0055) and energy == pytest.approx(900.0 * lat)
     # an unmeasured neighbour blends as 0 W
@@ -384,7 +452,7 @@ def test_allreduce_curve_and_edge_hold() -> None:
     assert lat == pytest.approx(0.007) and energy == pytest.approx(400.0 * lat)
     sol = lambda e: 2 * e * 2 * 0.75 / 900e9 * 1e3  # noqa: E731
     assert at(4096.0)[0] == pytest.approx(sol(4096) / (sol(512) / 0.008), rel=1e-14)
-    assert at(4096.0)[1] == 0.0   # held on the unmeasured edge
+    assert at(4096.0)[1] == 0.0  # held on the unmeasured edge
     lat, energy = at(16.0)
     assert lat == pytest.approx(sol(16) / (sol(128) / 0.005), rel=1e-14)
     assert energy == pytest.approx(1000.0 * lat, rel=1e-14)
@@ -394,8 +462,9 @@ def test_allreduce_curve_and_edge_hold() -> None:
 def test_memory_op_and_extras_constants() -> None:
     """add_norm at 1024 tokens, h 5120 is 9.809 us/layer; Qwen3 decode extra 26.403 us."""
     tables, system = _compiled_tables("vllm", "0.24.0")
-    plan = build_dense_plan(load_model("Qwen/Qwen3-32B"), tables, system,
-                            Deployment("vllm", "0.24.0", tensor=4))
+    plan = build_dense_plan(
+        load_model("Qwen/Qwen3-32B"), tables, system, Deployment("vllm", "0.24.0", tensor=4)
+    )
     c = scalars_of(plan.arrays)
     assert c.gen_extra_ms == pytest.approx(0.026403, abs=5e-7)
     assert c.ctx_extra_ms == pytest.approx(0.039605, abs=5e-7)

@@ -30,8 +30,9 @@ GOLDEN_RUN = Path(__file__).parent / "golden_energy" / "dense_trtllm_c64_r256.js
 _PRICERS: dict = {}
 
 
-def pricer(model: str = "Qwen/Qwen3-32B", tp: int = 4, backend: str = "trtllm",
-           version: str = "1.3.0rc20") -> EnergyPricer:
+def pricer(
+    model: str = "Qwen/Qwen3-32B", tp: int = 4, backend: str = "trtllm", version: str = "1.3.0rc20"
+) -> EnergyPricer:
     key = (model, tp, backend, version)
     if key not in _PRICERS:
         try:
@@ -40,8 +41,9 @@ def pricer(model: str = "Qwen/Qwen3-32B", tp: int = 4, backend: str = "trtllm",
             tables, system = load_tables("b200_sxm", backend, version)
         except (ImportError, OpTableError) as exc:  # pragma: no cover - table not shipped
             pytest.skip(f"compiled op-time table not present ({exc})")
-        plan = build_dense_plan(load_model(model), tables, system,
-                                Deployment(backend, version, tensor=tp))
+        plan = build_dense_plan(
+            load_model(model), tables, system, Deployment(backend, version, tensor=tp)
+        )
         _PRICERS[key] = EnergyPricer(plan)
     ep = _PRICERS[key]
     ep.acc = Accumulators(len(ep.plan.op_names))
@@ -69,8 +71,13 @@ def test_prefill_per_op_energy() -> None:
     assert ops["context_attention"]["covered_latency_ms"] == 4.6605516546093755
     assert ops["context_ar_1"]["latency_ms"] == 3.4248551177978515
     assert ops["context_ar_1"]["energy_wms"] == 1024.1682463193795
-    for name in ("context_embedding", "context_add_norm_1", "context_add_norm_2",
-                 "context_act_gate", "context_p2p"):
+    for name in (
+        "context_embedding",
+        "context_add_norm_1",
+        "context_add_norm_2",
+        "context_act_gate",
+        "context_p2p",
+    ):
         assert ops[name]["energy_wms"] is None
         assert ops[name]["covered_latency_ms"] == 0.0
     assert ops["context_add_norm_1"]["source"] == "empirical"
@@ -117,12 +124,16 @@ def test_one_request_run() -> None:
     assert diag["energy_wms"] == 20467.073607437123
     assert diag["publication_status"] == "available"
     prefill, decode = diag["phases"]
-    assert (prefill["power_w"], prefill["power_coverage"]) == (411.02770089318227,
-                                                               0.9243350984990378)
+    assert (prefill["power_w"], prefill["power_coverage"]) == (
+        411.02770089318227,
+        0.9243350984990378,
+    )
     assert (decode["latency_ms"], decode["energy_wms"], decode["covered_latency_ms"]) == (
-        22.171179687203658, 10358.913247382532, 20.430424466424434)
-    assert (decode["power_w"], decode["power_coverage"]) == (467.2242701348586,
-                                                             0.9214856744053218)
+        22.171179687203658,
+        10358.913247382532,
+        20.430424466424434,
+    )
+    assert (decode["power_w"], decode["power_coverage"]) == (467.2242701348586, 0.9214856744053218)
 
 
 @pytest.mark.golden
@@ -156,8 +167,9 @@ def test_pinned_256_request_run() -> None:
             ep.record_decode(*ev[1:])
     power, coverage, diag = ep.report()
     assert (power, coverage) == (golden["power_w"], golden["power_coverage"])
-    assert json.dumps(diag, sort_keys=True) == json.dumps(golden["power_diagnostics"],
-                                                          sort_keys=True)
+    assert json.dumps(diag, sort_keys=True) == json.dumps(
+        golden["power_diagnostics"], sort_keys=True
+    )
 
 
 def test_vllm_has_no_energy() -> None:
@@ -171,8 +183,7 @@ def test_vllm_has_no_energy() -> None:
     for phase in diag["phases"]:
         assert phase["source"] == "mixed" and phase["source_kind"] == "missing"
         assert phase["publication_status"] == "withheld"
-        assert all(o["status"] == "missing" and "energy_wms" not in o
-                   for o in phase["operations"])
+        assert all(o["status"] == "missing" and "energy_wms" not in o for o in phase["operations"])
 
 
 # ------------------------------------------------- the kernels against a plain-Python reading
@@ -184,9 +195,10 @@ def _close(got: float, want: float) -> bool:
     return abs(got - want) <= REL * abs(want)
 
 
-@pytest.mark.parametrize(("backend", "version", "tp"), [("trtllm", "1.3.0rc20", 4),
-                                                        ("vllm", "0.24.0", 4),
-                                                        ("trtllm", "1.3.0rc20", 1)])
+@pytest.mark.parametrize(
+    ("backend", "version", "tp"),
+    [("trtllm", "1.3.0rc20", 4), ("vllm", "0.24.0", 4), ("trtllm", "1.3.0rc20", 1)],
+)
 def test_random_passes_match_the_python_reading(backend: str, version: str, tp: int) -> None:
     """Per op latency and energy of random shapes (grid interiors, staircase edges, holds,
     IDW GEMMs, allreduce curve ends) against tests/reference/pass_pricing.py; the phase total
@@ -203,16 +215,19 @@ def test_random_passes_match_the_python_reading(backend: str, version: str, tp: 
         pfx = int(rng.integers(0, isl)) if rng.random() < 0.5 else 0
         ctx = int(rng.integers(1, 140000))
         for phase, total, want, ops in (
-                ("prefill", ep.prefill(b, isl, pfx), reading.prefill(b, isl, pfx), slice(0, k)),
-                ("decode", ep.decode(b, ctx), reading.decode(b, ctx), slice(k, None))):
+            ("prefill", ep.prefill(b, isl, pfx), reading.prefill(b, isl, pfx), slice(0, k)),
+            ("decode", ep.decode(b, ctx), reading.decode(b, ctx), slice(k, None)),
+        ):
             ms, en, cov = ep.ms[ops], ep.energy_wms[ops], ep.covered_ms[ops]
             acc = 0.0
             for i, (lat, energy) in enumerate(want):
                 acc += float(ms[i])
                 if not (_close(ms[i], lat) and _close(en[i], energy)):
                     name = ep.plan.op_names[ops][i]
-                    bad.append(f"{phase} {b} {isl} {pfx} {ctx} {name}: {ms[i]} vs {lat} ms, "
-                               f"{en[i]} vs {energy} W*ms")
+                    bad.append(
+                        f"{phase} {b} {isl} {pfx} {ctx} {name}: {ms[i]} vs {lat} ms, "
+                        f"{en[i]} vs {energy} W*ms"
+                    )
                 assert cov[i] == (ms[i] if en[i] > 0.0 else 0.0)
             assert total == acc
     assert not bad, "\n".join(bad[:10])
@@ -259,36 +274,49 @@ def test_aggregation_hand_made() -> None:
     assert prefill["source"] == "mixed" and prefill["source_kind"] == "mixed"
     assert [o["name"] for o in prefill["operations"]] == ["context_a", "context_b"]
     a, b = prefill["operations"]
-    assert a == {"covered_latency_ms": 0.0, "latency_ms": 1.0, "name": "context_a",
-                 "power_coverage": 0.0, "source": "empirical", "source_kind": "missing",
-                 "status": "missing",
-                 "uncovered_reason": "timing provider returned latency without positive "
-                                     "energy evidence"}
+    assert a == {
+        "covered_latency_ms": 0.0,
+        "latency_ms": 1.0,
+        "name": "context_a",
+        "power_coverage": 0.0,
+        "source": "empirical",
+        "source_kind": "missing",
+        "status": "missing",
+        "uncovered_reason": "timing provider returned latency without positive energy evidence",
+    }
     assert b["energy_contribution"] == 1.0 and b["source_kind"] == "measured"
     assert b["status"] == "available" and "uncovered_reason" not in b
     gb = {o["name"]: o for o in decode["operations"]}["generation_b"]
     assert gb["status"] == "partial" and gb["power_coverage"] == 0.75
-    assert gb["uncovered_reason"] == ("some accumulated operation latency lacks positive "
-                                      "energy evidence")
+    assert gb["uncovered_reason"] == (
+        "some accumulated operation latency lacks positive energy evidence"
+    )
     # decode: L 6, C 5, U 1: 5/9 < 1 -> withheld, coverage capped below the gate
     assert decode["power_w"] is None and decode["publication_status"] == "withheld"
 
 
 def test_gate_edges() -> None:
     # exactly 90 % covered: qualifies; coverage floored at 0.9
-    acc = _Acc([9.0, 1.0, 0.0, 0.0], [9.0, 0.0, 0.0, 0.0], [900.0, 0.0, 0.0, 0.0],
-               decode_evals=0)
+    acc = _Acc([9.0, 1.0, 0.0, 0.0], [9.0, 0.0, 0.0, 0.0], [900.0, 0.0, 0.0, 0.0], decode_evals=0)
     power, coverage, diag = power_report(NAMES, SOURCES, 2, acc)
     assert power == 90.0 and coverage == 0.9
     assert diag["publication_status"] == "available"
     decode = diag["phases"][1]
-    assert decode == {"covered_latency_ms": 0.0, "latency_ms": 0.0, "name": "decode",
-                      "operations": [], "power_coverage": 0.0, "power_w": None,
-                      "publication_status": "not_observed", "source": "missing",
-                      "source_kind": "missing"}
+    assert decode == {
+        "covered_latency_ms": 0.0,
+        "latency_ms": 0.0,
+        "name": "decode",
+        "operations": [],
+        "power_coverage": 0.0,
+        "power_w": None,
+        "publication_status": "not_observed",
+        "source": "missing",
+        "source_kind": "missing",
+    }
     # 89.99 %: withheld, coverage reported as is
-    acc = _Acc([8.999, 1.001, 0.0, 0.0], [8.999, 0.0, 0.0, 0.0], [900.0, 0.0, 0.0, 0.0],
-               decode_evals=0)
+    acc = _Acc(
+        [8.999, 1.001, 0.0, 0.0], [8.999, 0.0, 0.0, 0.0], [900.0, 0.0, 0.0, 0.0], decode_evals=0
+    )
     power, coverage, _ = power_report(NAMES, SOURCES, 2, acc)
     assert power is None and coverage == 8.999 / (8.999 + 1.001)
 
@@ -305,11 +333,19 @@ def test_nothing_observed() -> None:
 def test_unsupported() -> None:
     power, coverage, diag = unsupported_report()
     assert power is None and coverage is None
-    assert diag == {"coverage_gate": 0.9, "energy_unit": "W-ms", "latency_unit": "ms",
-                    "phases": [], "power_coverage": None, "power_w": None,
-                    "power_w_unit": "W", "publication_status": "unsupported",
-                    "schema_version": "1.0", "scope": "active_forward_pass_per_gpu",
-                    "unavailable_reason": "one or more replay roles have no timing provider"}
+    assert diag == {
+        "coverage_gate": 0.9,
+        "energy_unit": "W-ms",
+        "latency_unit": "ms",
+        "phases": [],
+        "power_coverage": None,
+        "power_w": None,
+        "power_w_unit": "W",
+        "publication_status": "unsupported",
+        "schema_version": "1.0",
+        "scope": "active_forward_pass_per_gpu",
+        "unavailable_reason": "one or more replay roles have no timing provider",
+    }
 
 
 def test_sol_mode_has_no_energy() -> None:
@@ -320,31 +356,47 @@ def test_sol_mode_has_no_energy() -> None:
         tables, system = load_tables("b200_sxm", "trtllm", "1.3.0rc20")
     except (ImportError, OpTableError) as exc:  # pragma: no cover - table not shipped
         pytest.skip(f"compiled op-time table not present ({exc})")
-    plan = build_dense_plan(load_model("Qwen/Qwen3-32B"), tables, system,
-                            Deployment("trtllm", "1.3.0rc20", tensor=4, mode="SOL"))
+    plan = build_dense_plan(
+        load_model("Qwen/Qwen3-32B"),
+        tables,
+        system,
+        Deployment("trtllm", "1.3.0rc20", tensor=4, mode="SOL"),
+    )
     ep = EnergyPricer(plan)
-    golden = json.loads((Path(__file__).parent / "golden_optable" / "qwen3_32b_tp4.json")
-                        .read_text())["configs"]["qwen3_32b_tp4_trtllm_1.3.0rc20"]
+    golden = json.loads(
+        (Path(__file__).parent / "golden_optable" / "qwen3_32b_tp4.json").read_text()
+    )["configs"]["qwen3_32b_tp4_trtllm_1.3.0rc20"]
     for case in ("prefill_1x1024", "decode_b64_kv1100"):
         c = golden["per_op_breakdown"][case]
-        evidence = (ep.prefill_evidence(*c["prefill"]) if "prefill" in c
-                    else ep.decode_evidence(*c["decode"]))
+        evidence = (
+            ep.prefill_evidence(*c["prefill"])
+            if "prefill" in c
+            else ep.decode_evidence(*c["decode"])
+        )
         for ev, ref in zip(evidence, c["ops"], strict=True):
             assert ev["name"] == ref["op"]
             assert abs(ev["latency_ms"] - ref["sol_ms"]) <= 1e-9 * ref["sol_ms"], ev
             assert ev["energy_wms"] is None and ev["covered_latency_ms"] == 0.0
     # pipeline 1: the p2p placeholder keeps its `silicon` tag, every other op is `sol`
-    assert {src for name, src in zip(plan.op_names, ep.sources, strict=True)
-            if not name.endswith("p2p")} == {"sol"}
-    assert {src for name, src in zip(plan.op_names, ep.sources, strict=True)
-            if name.endswith("p2p")} == {"silicon"}
+    assert {
+        src for name, src in zip(plan.op_names, ep.sources, strict=True) if not name.endswith("p2p")
+    } == {"sol"}
+    assert {
+        src for name, src in zip(plan.op_names, ep.sources, strict=True) if name.endswith("p2p")
+    } == {"silicon"}
 
 
 # ------------------------------------------------------------- full-size seed runs (slow)
 
 
-def _uniform_closed_loop(n: int, conc: int = 64, prompt: int = 1024, out: int = 128,
-                         budget: int = 8192, max_seqs: int = 256) -> list[tuple]:
+def _uniform_closed_loop(
+    n: int,
+    conc: int = 64,
+    prompt: int = 1024,
+    out: int = 128,
+    budget: int = 8192,
+    max_seqs: int = 256,
+) -> list[tuple]:
     """Evaluations of a uniform closed-loop run without KV pressure or prefix hits (the rules of
     tests/reference/scheduler.py reduced to that case; same list on the 256-request golden)."""
     created = min(conc, n)
@@ -404,12 +456,24 @@ def test_uniform_replay_matches_pinned_evaluations() -> None:
 
 @pytest.mark.slow
 @pytest.mark.golden
-@pytest.mark.parametrize(("backend", "version", "want"), [
-    # AISimulate 0.13 full seed references dense-trtllm / dense-vllm (65,536 requests)
-    ("trtllm", "1.3.0rc20", (537.7129037041044, 0.9194029889947726, 2186684.753643835,
-                             2010444.4984894397, 1175808608.3673208)),
-    ("vllm", "0.24.0", (None, 0.0, 2297182.9362478643, 0.0, None)),
-])
+@pytest.mark.parametrize(
+    ("backend", "version", "want"),
+    [
+        # AISimulate 0.13 full seed references dense-trtllm / dense-vllm (65,536 requests)
+        (
+            "trtllm",
+            "1.3.0rc20",
+            (
+                537.7129037041044,
+                0.9194029889947726,
+                2186684.753643835,
+                2010444.4984894397,
+                1175808608.3673208,
+            ),
+        ),
+        ("vllm", "0.24.0", (None, 0.0, 2297182.9362478643, 0.0, None)),
+    ],
+)
 def test_full_seed_runs(backend: str, version: str, want: tuple) -> None:
     ep = pricer(backend=backend, version=version)
     for ev in _uniform_closed_loop(65536):
@@ -418,5 +482,10 @@ def test_full_seed_runs(backend: str, version: str, want: tuple) -> None:
         else:
             ep.record_decode(*ev[1:])
     power, coverage, diag = ep.report()
-    assert (power, coverage, diag["latency_ms"], diag["covered_latency_ms"],
-            diag.get("energy_wms")) == want
+    assert (
+        power,
+        coverage,
+        diag["latency_ms"],
+        diag["covered_latency_ms"],
+        diag.get("energy_wms"),
+    ) == want

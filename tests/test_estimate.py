@@ -46,17 +46,32 @@ def test_json_anchors_and_mixed_pass(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert (out["model"], out["backend"], out["backend_version"], out["tensor_parallel"]) == (
-        "Qwen/Qwen3-32B", "vllm", "0.24.0", 4)
+        "Qwen/Qwen3-32B",
+        "vllm",
+        "0.24.0",
+        4,
+    )
     pre, dec = out["passes"]
     assert pre["kind"] == "prefill" and (pre["batch"], pre["isl"], pre["prefix_tokens"]) == (
-        1, 1024, 0)
+        1,
+        1024,
+        0,
+    )
     assert abs(pre["total_ms"] - PREFILL_1x1024) < 1e-9
     assert dec["kind"] == "decode" and (dec["batch"], dec["ctx"]) == (1, 1025)
     assert abs(dec["total_ms"] - DECODE_1x1025) < 1e-9
     for ps, side in ((pre, "context_"), (dec, "generation_")):
         names = [o["op"] for o in ps["ops"]]
-        for op in ("embedding", "qkv_gemm", "attention", "gate_ffn1_gemm", "ffn2_gemm",
-                   "logits_gemm", "ar_1", "ar_2"):
+        for op in (
+            "embedding",
+            "qkv_gemm",
+            "attention",
+            "gate_ffn1_gemm",
+            "ffn2_gemm",
+            "logits_gemm",
+            "ar_1",
+            "ar_2",
+        ):
             assert side + op in names
         assert sum(o["ms"] for o in ps["ops"]) == pytest.approx(ps["total_ms"], rel=1e-12)
         assert sum(o["share_pct"] for o in ps["ops"]) == pytest.approx(100.0, rel=1e-12)
@@ -97,26 +112,49 @@ def test_only_one_kind_has_no_mixed_pass(tmp_path: Path) -> None:
 
 
 def test_set_override_applies(tmp_path: Path) -> None:
-    res = _run(tmp_path, "--set", "engine.workers.aggregated.parallelism.tensor=2",
-               "--decode", "1x1025", "--format", "json")
+    res = _run(
+        tmp_path,
+        "--set",
+        "engine.workers.aggregated.parallelism.tensor=2",
+        "--decode",
+        "1x1025",
+        "--format",
+        "json",
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["tensor_parallel"] == 2
     assert out["passes"][0]["total_ms"] > DECODE_1x1025
 
 
-@pytest.mark.parametrize("args, flag", [
-    (("--prefill", "0x1024"), "--prefill"),
-    (("--prefill", "1x0+512"), "--prefill"),
-    (("--prefill", "1x1024+"), "--prefill"),
-    (("--prefill", "abc"), "--prefill"),
-    (("--decode", "0x10"), "--decode"),
-    (("--decode", "4x0"), "--decode"),
-    (("--decode", "4x10+2"), "--decode"),
-    ((), "--prefill / --decode"),
-    (("--prefill", "1x8", "--prefill", "2x8", "--decode", "1x9", "--decode", "2x9",
-      "--decode", "3x9"), "--prefill / --decode"),
-])
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (("--prefill", "0x1024"), "--prefill"),
+        (("--prefill", "1x0+512"), "--prefill"),
+        (("--prefill", "1x1024+"), "--prefill"),
+        (("--prefill", "abc"), "--prefill"),
+        (("--decode", "0x10"), "--decode"),
+        (("--decode", "4x0"), "--decode"),
+        (("--decode", "4x10+2"), "--decode"),
+        ((), "--prefill / --decode"),
+        (
+            (
+                "--prefill",
+                "1x8",
+                "--prefill",
+                "2x8",
+                "--decode",
+                "1x9",
+                "--decode",
+                "2x9",
+                "--decode",
+                "3x9",
+            ),
+            "--prefill / --decode",
+        ),
+    ],
+)
 def test_bad_shapes_exit_2_naming_the_flag(tmp_path: Path, args, flag: str) -> None:
     res = _run(tmp_path, *args)
     assert res.exit_code == 2
@@ -126,8 +164,9 @@ def test_bad_shapes_exit_2_naming_the_flag(tmp_path: Path, args, flag: str) -> N
 
 
 def test_non_default_timing_exits_2(tmp_path: Path) -> None:
-    text = CONFIG.replace("timing: {type: default}", "timing: {type: fixed, prefill_ms: 7.3, "
-                          "decode_ms: 1.7}")
+    text = CONFIG.replace(
+        "timing: {type: default}", "timing: {type: fixed, prefill_ms: 7.3, decode_ms: 1.7}"
+    )
     res = _run(tmp_path, "--decode", "1x1025", text=text)
     assert res.exit_code == 2
     lines = res.stderr.strip().splitlines()
@@ -151,8 +190,20 @@ def test_detail_memory_shows_the_capacity_terms(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--detail", "memory"])
     assert res.exit_code == 0, res.output
     assert "weights" in res.stdout and "36,412" in res.stdout
-    res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--detail", "memory",
-                                    "--decode", "8x1100", "--format", "json"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "estimate",
+            "-c",
+            str(cfg),
+            "--detail",
+            "memory",
+            "--decode",
+            "8x1100",
+            "--format",
+            "json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["memory"]["estimated_num_gpu_blocks"] == 36412
@@ -163,8 +214,9 @@ def test_disaggregated_config_prices_the_named_pool(tmp_path: Path) -> None:
     """A P/D config's pools can differ, so --role names the one whose deployment prices."""
     from tests.analysis_configs import PD_OP_LEVEL
 
-    text = PD_OP_LEVEL.replace("parallelism: {replicas: 2, tensor: 4}",
-                               "parallelism: {replicas: 2, tensor: 2}")
+    text = PD_OP_LEVEL.replace(
+        "parallelism: {replicas: 2, tensor: 4}", "parallelism: {replicas: 2, tensor: 2}"
+    )
     res = _run(tmp_path, "--decode", "1x1025", text=text)
     assert res.exit_code == 2 and res.stdout == ""
     lines = res.stderr.strip().splitlines()
@@ -173,8 +225,7 @@ def test_disaggregated_config_prices_the_named_pool(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "no 'aggregated' worker" in res.stderr
     out = {}
     for role in ("prefill", "decode"):
-        res = _run(tmp_path, "--decode", "1x1025", "--role", role, "--format", "json",
-                   text=text)
+        res = _run(tmp_path, "--decode", "1x1025", "--role", role, "--format", "json", text=text)
         assert res.exit_code == 0, res.output
         out[role] = json.loads(res.stdout)
         assert out[role]["role"] == role

@@ -27,31 +27,50 @@ W = "engine.workers.aggregated"
 # where AISimulate's own database lives in a venv; `aisimulate recommend` writes that path
 PACKAGED = "/opt/venv/lib/python3.11/site-packages/aisimulate_core/systems"
 # as `aisimulate recommend` writes a role's timing (YAML spells 1e-09 as 1.0e-09)
-RECOMMENDED_TIMING = yaml.safe_dump({
-    "type": "default", "estimation_mode": "op_level", "fallback_policy": "deny",
-    "database_mode": "SILICON", "estimator_config": ESTIMATOR_CONFIG_DEFAULTS,
-    "systems_paths": [PACKAGED], "transfer_policy": ["xshape", "xquant", "xprofile", "xop"],
-}, default_flow_style=True, width=10_000).strip()
+RECOMMENDED_TIMING = yaml.safe_dump(
+    {
+        "type": "default",
+        "estimation_mode": "op_level",
+        "fallback_policy": "deny",
+        "database_mode": "SILICON",
+        "estimator_config": ESTIMATOR_CONFIG_DEFAULTS,
+        "systems_paths": [PACKAGED],
+        "transfer_policy": ["xshape", "xquant", "xprofile", "xop"],
+    },
+    default_flow_style=True,
+    width=10_000,
+).strip()
 
 NO_OPS = {
     "recommended-timing": (OP_LEVEL, (f"{T}={RECOMMENDED_TIMING}",)),
-    "engine-level-defaults": (OP_LEVEL, ("engine.systems_paths=[default]",
-                                         "engine.transfer_policy=aggressive",
-                                         "engine.estimator_config={op_level: {}}")),
+    "engine-level-defaults": (
+        OP_LEVEL,
+        (
+            "engine.systems_paths=[default]",
+            "engine.transfer_policy=aggressive",
+            "engine.estimator_config={op_level: {}}",
+        ),
+    ),
     "engine-packaged-systems-path": (OP_LEVEL, (f"engine.systems_path={PACKAGED}",)),
     "transfer-presets": (OP_LEVEL, (f"{T}.transfer_policy='off'",)),
     "transfer-kinds": (OP_LEVEL, (f"{T}.transfer_policy='xshape, Balanced'",)),
-    "partial-estimator-config": (OP_LEVEL, (f"{T}.estimator_config="
-                                            "{correction: {enabled: true}}",)),
-    "fallback-allow": (OP_LEVEL, ("engine.fallback_policy=allow",
-                                  f"{T}.fallback_policy=allow")),
+    "partial-estimator-config": (
+        OP_LEVEL,
+        (f"{T}.estimator_config={{correction: {{enabled: true}}}}",),
+    ),
+    "fallback-allow": (OP_LEVEL, ("engine.fallback_policy=allow", f"{T}.fallback_policy=allow")),
     "strict-provenance": (OP_LEVEL, ("engine.strict_provenance=true",)),
     "shared-layer-off-dense": (OP_LEVEL, ("engine.enable_shared_layer=false",)),
     "moe-split-on-dense": (OP_LEVEL, (f"{W}.parallelism.moe_expert=4",)),
     "schedule-interval-one-rank": (FIXED, (f"{W}.scheduler.prefill_schedule_interval=2",)),
     "bytes-per-token-with-blocks": (FIXED, (f"{W}.kv_cache.bytes_per_token=1234",)),
-    "execution-resources": (FIXED, ("execution={resources: {memory_limit_gb: 8, cpu_limit: 1, "
-                                    "reserve_memory_gb: 2, available_memory_fraction: 0.5}}",)),
+    "execution-resources": (
+        FIXED,
+        (
+            "execution={resources: {memory_limit_gb: 8, cpu_limit: 1, "
+            "reserve_memory_gb: 2, available_memory_fraction: 0.5}}",
+        ),
+    ),
 }
 
 
@@ -71,10 +90,14 @@ REFUSED = {
     "role-gemm-quant": (f"{T}.gemm_quant_mode=fp8", f"{T}.gemm_quant_mode"),
     "role-kv-quant": (f"{T}.kvcache_quant_mode=fp8", f"{T}.kvcache_quant_mode"),
     "role-attention-backend": (f"{T}.attention_backend=flashinfer", f"{T}.attention_backend"),
-    "role-estimator-config": (f"{T}.estimator_config={{correction: {{enabled: false}}}}",
-                              f"{T}.estimator_config"),
-    "engine-estimator-config": ("engine.estimator_config={features: {ffn_token_weight: 2.0}}",
-                                "engine.estimator_config"),
+    "role-estimator-config": (
+        f"{T}.estimator_config={{correction: {{enabled: false}}}}",
+        f"{T}.estimator_config",
+    ),
+    "engine-estimator-config": (
+        "engine.estimator_config={features: {ffn_token_weight: 2.0}}",
+        "engine.estimator_config",
+    ),
     "role-systems-root": (f"{T}.systems_paths=[/data/my-systems]", f"{T}.systems_paths"),
     "engine-systems-root": ("engine.systems_path=/data/my-systems", "engine.systems_path"),
 }
@@ -90,20 +113,38 @@ def test_options_that_change_the_pricing_are_refused(name: str) -> None:
 
 BAD = {
     "transfer-unknown": (OP_LEVEL, f"{T}.transfer_policy=bogus", "unknown transfer kind/preset"),
-    "transfer-list-preset": (OP_LEVEL, f"{T}.transfer_policy=[balanced]",
-                             "unknown transfer kind 'balanced'"),
-    "engine-transfer-unknown": (OP_LEVEL, "engine.transfer_policy=[XSHAPE]",
-                                "unknown transfer kind 'XSHAPE'"),
-    "systems-path-conflict": (OP_LEVEL, "engine.systems_paths=[default]",
-                              "conflicts with systems_paths"),
+    "transfer-list-preset": (
+        OP_LEVEL,
+        f"{T}.transfer_policy=[balanced]",
+        "unknown transfer kind 'balanced'",
+    ),
+    "engine-transfer-unknown": (
+        OP_LEVEL,
+        "engine.transfer_policy=[XSHAPE]",
+        "unknown transfer kind 'XSHAPE'",
+    ),
+    "systems-path-conflict": (
+        OP_LEVEL,
+        "engine.systems_paths=[default]",
+        "conflicts with systems_paths",
+    ),
     "decoder-replay": (OP_LEVEL, "engine.decoder_replay=true", "DeepSeek-V4.1-Flash"),
     "agentic-warmup": (TRACE, "traffic.load.agentic_warmup=true", "requires agentic_snapshot"),
-    "agentic-policy": (TRACE, "traffic.load.agentic_warmup_policy=live_trajectory_v1",
-                       "requires agentic_warmup and agentic_profile"),
-    "agentic-snapshot": (TRACE, "traffic.load.agentic_snapshot={lanes: 1}",
-                         "requires agentic_lanes"),
-    "agentic-profile": (TRACE, "traffic.load.agentic_profile={duration_s: 1}",
-                        "requires agentic_snapshot"),
+    "agentic-policy": (
+        TRACE,
+        "traffic.load.agentic_warmup_policy=live_trajectory_v1",
+        "requires agentic_warmup and agentic_profile",
+    ),
+    "agentic-snapshot": (
+        TRACE,
+        "traffic.load.agentic_snapshot={lanes: 1}",
+        "requires agentic_lanes",
+    ),
+    "agentic-profile": (
+        TRACE,
+        "traffic.load.agentic_profile={duration_s: 1}",
+        "requires agentic_snapshot",
+    ),
 }
 
 

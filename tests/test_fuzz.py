@@ -23,20 +23,27 @@ from tests.test_reliability import TRACE, _rows  # noqa: E402
 
 # 200 seeded examples a property, each run in this process: a child process per example costs
 # ~2 s of interpreter start and kernel loading, which made 200 of them take ~400 s
-SEEDED = settings(derandomize=True, deadline=None, database=None, max_examples=200,
-                  suppress_health_check=[HealthCheck.too_slow])
+SEEDED = settings(
+    derandomize=True,
+    deadline=None,
+    database=None,
+    max_examples=200,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 # A mutation that loads is simulated too when its workload is at most this many tokens (BASE
 # has 864; 2e7 fixed-timing tokens take ~0.2 s): simulating 10**7 requests would only prove
 # that a big run takes long, and validate has already shown that it loads.
 PREDICT_TOKENS = 20_000_000
 
 VALUES = st.one_of(
-    st.none(), st.booleans(),
-    st.integers(min_value=-2**70, max_value=2**70),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
     st.sampled_from([0, 1, -1, 2**31, 2**63, 2**64, 10**30]),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([1e300, 1e13, -0.0, 0.5]),
-    st.text(max_size=8), st.sampled_from(["auto", "max", "default", "fixed", "vllm"]),
+    st.text(max_size=8),
+    st.sampled_from(["auto", "max", "default", "fixed", "vllm"]),
     st.lists(st.integers(-3, 3), max_size=3),
     st.dictionaries(st.sampled_from(["type", "blocks", "x"]), st.integers(-3, 3), max_size=2),
 )
@@ -118,8 +125,11 @@ def _loads_or_is_refused(config: Path, names: str) -> None:
 
 
 @SEEDED
-@given(path=st.sampled_from(CONFIG_PATHS), how=st.sampled_from(["set", "delete", "unknown key"]),
-       value=VALUES)
+@given(
+    path=st.sampled_from(CONFIG_PATHS),
+    how=st.sampled_from(["set", "delete", "unknown key"]),
+    value=VALUES,
+)
 def test_mutated_config_loads_or_is_refused_in_one_line(path, how, value) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "c.yaml"
@@ -127,8 +137,16 @@ def test_mutated_config_loads_or_is_refused_in_one_line(path, how, value) -> Non
         _loads_or_is_refused(config, str(config))
 
 
-FIELDS = ["timestamp", "input_length", "output_length", "hash_ids", "created_time",
-          "input_tokens", "output_tokens", "session_id"]
+FIELDS = [
+    "timestamp",
+    "input_length",
+    "output_length",
+    "hash_ids",
+    "created_time",
+    "input_tokens",
+    "output_tokens",
+    "session_id",
+]
 ROW_VALUES = st.one_of(VALUES, st.lists(st.integers(-2, 2**64 + 2), max_size=4))
 TEXT_EDITS = st.sampled_from(["", "join", "blank", "garbage", "nan", "deep", "bom", "crlf"])
 
@@ -160,9 +178,15 @@ def _trace_text(edits: list[tuple[int, str, object]], text_edit: str) -> str:
 
 
 @SEEDED
-@given(edits=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(FIELDS),
-                                st.one_of(ROW_VALUES, st.just("<delete>"))), max_size=3),
-       text_edit=TEXT_EDITS)
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, 3), st.sampled_from(FIELDS), st.one_of(ROW_VALUES, st.just("<delete>"))
+        ),
+        max_size=3,
+    ),
+    text_edit=TEXT_EDITS,
+)
 def test_mutated_trace_reads_or_is_refused_with_file_and_line(edits, text_edit) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

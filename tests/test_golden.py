@@ -12,7 +12,8 @@ from tests.parity_rule import _close, mismatches, records_mismatches
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(
-    p.name for p in GOLDEN.iterdir()
+    p.name
+    for p in GOLDEN.iterdir()
     if (p / "prediction.json").exists() and p.name != "vllm-c256-fixed-full"
 )
 
@@ -37,8 +38,10 @@ def _problems(name: str) -> list[str]:
     pred = run_prediction(str(folder / "config.yaml"), capture=capture)
     bad = []
     if (pred.prediction["completed_requests"] > 0) != (meta["exit_code"] == 0):
-        bad.append(f"completed_requests {pred.prediction['completed_requests']} with exit code "
-                   f"{meta['exit_code']}")
+        bad.append(
+            f"completed_requests {pred.prediction['completed_requests']} with exit code "
+            f"{meta['exit_code']}"
+        )
     bad += mismatches(pred.prediction, ref, rtol=RTOL.get(name, 1e-9))
     # the energy report, field by field (parity_rule skips it like shared/tools/parity.py)
     if not _close(pred.prediction["power_diagnostics"], ref["power_diagnostics"]):

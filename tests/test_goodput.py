@@ -24,18 +24,23 @@ BOUNDARY = GOLDEN / "sla-ttft-itl-boundary"
 
 
 def _requests(arrival, first, last, ntok):
-    return SimpleNamespace(arrival_ms=np.array(arrival, dtype=np.float64),
-                           first_token_ms=np.array(first, dtype=np.float64),
-                           last_token_ms=np.array(last, dtype=np.float64),
-                           num_generated=np.array(ntok, dtype=np.int64))
+    return SimpleNamespace(
+        arrival_ms=np.array(arrival, dtype=np.float64),
+        first_token_ms=np.array(first, dtype=np.float64),
+        last_token_ms=np.array(last, dtype=np.float64),
+        num_generated=np.array(ntok, dtype=np.int64),
+    )
 
 
 def test_bounds_are_inclusive_and_rates_divide_by_the_duration() -> None:
     # TTFT 10 / 10.5 / 10, mean ITL 2 / 2 / 2.5 against ttft 10, itl 2
     req = _requests([0.0, 0.0, 0.0], [10.0, 10.5, 10.0], [24.0, 24.5, 27.5], [8, 8, 8])
     got = goodput_fields(req, slice(None), 0.5, Sla(ttft_ms=10.0, itl_ms=2.0))
-    assert got == {"goodput_completed_requests": 1, "goodput_request_throughput_rps": 2.0,
-                   "goodput_output_throughput_tok_s": 16.0}
+    assert got == {
+        "goodput_completed_requests": 1,
+        "goodput_request_throughput_rps": 2.0,
+        "goodput_output_throughput_tok_s": 16.0,
+    }
     e2e = goodput_fields(req, slice(None), 0.5, Sla(e2e_ms=24.5))
     assert e2e["goodput_completed_requests"] == 2
 
@@ -51,10 +56,11 @@ def test_mean_itl_is_formed_from_the_two_latencies() -> None:
     # arrival 0.1, tokens at 0.2 and 0.7: e2e - ttft = 0.5, last - first = 0.49999999999999994
     req = _requests([0.1], [0.2], [0.7], [2])
     assert (0.7 - 0.1) - (0.2 - 0.1) == 0.5 > 0.7 - 0.2
-    assert goodput_fields(req, slice(None), 1.0, Sla(itl_ms=0.7 - 0.2))[
-        "goodput_completed_requests"] == 0
-    assert goodput_fields(req, slice(None), 1.0, Sla(itl_ms=0.5))[
-        "goodput_completed_requests"] == 1
+    assert (
+        goodput_fields(req, slice(None), 1.0, Sla(itl_ms=0.7 - 0.2))["goodput_completed_requests"]
+        == 0
+    )
+    assert goodput_fields(req, slice(None), 1.0, Sla(itl_ms=0.5))["goodput_completed_requests"] == 1
 
 
 def test_api_summary_parquet_and_table_show_goodput() -> None:
@@ -79,9 +85,11 @@ def test_no_bound_no_goodput() -> None:
 
 
 def test_sweep_rows_carry_goodput(tmp_path: Path) -> None:
-    table = aisim.sweep(BOUNDARY / "config.yaml",
-                        {"evaluation.sla.itl_ms": [4.285714285714286, 1.0]},
-                        out_dir=tmp_path / "sw")
+    table = aisim.sweep(
+        BOUNDARY / "config.yaml",
+        {"evaluation.sla.itl_ms": [4.285714285714286, 1.0]},
+        out_dir=tmp_path / "sw",
+    )
     assert table.column("status").to_pylist() == ["ok", "ok"]
     assert table.schema.field("goodput_completed_requests").type == pa.int64()
     assert table.column("goodput_completed_requests").to_pylist() == [7, 0]

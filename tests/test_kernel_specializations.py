@@ -14,11 +14,20 @@ from tests.test_kernel_vs_reference import random_case
 
 def test_every_kernel_has_one_specialization() -> None:
     base, _ = random_case(3)
-    for backend, timing, load, capture in (("vllm", "fixed", "concurrency", False),
-                                           ("trtllm", "polynomial", "poisson", True),
-                                           ("vllm", "polynomial", "constant_rate", True)):
-        spec = dataclasses.replace(base, backend=backend, timing=timing, load=load,
-                                   rate_per_s=50.0, num_requests=20, max_model_len=None)
+    for backend, timing, load, capture in (
+        ("vllm", "fixed", "concurrency", False),
+        ("trtllm", "polynomial", "poisson", True),
+        ("vllm", "polynomial", "constant_rate", True),
+    ):
+        spec = dataclasses.replace(
+            base,
+            backend=backend,
+            timing=timing,
+            load=load,
+            rate_per_s=50.0,
+            num_requests=20,
+            max_model_len=None,
+        )
         simulate(spec, synthetic(spec), capture=capture)
     # the event loop compiles once per MTP mode by design (its `mtp` argument is NoMtp or
     # MtpState); an MTP run earlier in the session adds that one, nothing else may

@@ -26,9 +26,13 @@ from tests.reference import scheduler as ref
 NUM_CASES = 1000
 _MODEL = None
 
-STATUS = {ref.FINISHED: int(ReqStatus.FINISHED), ref.REJECTED: int(ReqStatus.REJECTED),
-          ref.WAITING: int(ReqStatus.WAITING), ref.RUNNING: int(ReqStatus.RUNNING),
-          ref.NOT_ARRIVED: int(ReqStatus.NOT_ARRIVED)}
+STATUS = {
+    ref.FINISHED: int(ReqStatus.FINISHED),
+    ref.REJECTED: int(ReqStatus.REJECTED),
+    ref.WAITING: int(ReqStatus.WAITING),
+    ref.RUNNING: int(ReqStatus.RUNNING),
+    ref.NOT_ARRIVED: int(ReqStatus.NOT_ARRIVED),
+}
 
 
 def _model():
@@ -89,14 +93,34 @@ def random_case(seed: int):
     decode_ms = _ms(rng, 0.2, 4.0)
     load = rng.choice(["concurrency", "concurrency", "poisson", "constant_rate"])
     spec = EngineSpec(
-        role="aggregated", backend=backend, model=_model(), replicas=replicas, dp_size=dp,
-        tensor=1, pipeline=1, block_size=bs, num_blocks=num_blocks, max_tokens=max_tokens,
-        max_seqs=rng.randint(1, 8), max_model_len=mml, prefix_caching=rng.random() < 0.7,
-        chunked_prefill=chunked, prefill_interval=interval, timing=timing,
-        prefill_ms=prefill_ms, decode_ms=decode_ms, startup_ms=0.0, num_requests=n, load=load,
-        concurrency=rng.randint(1, n), rate_per_s=rng.choice([50.0, 200.0, 1000.0, 4000.0]),
-        seed=rng.randint(0, 1000), input_tokens=prompts[0], output_tokens=outs[0],
-        cached_prefix_tokens=rng.choice([0, prompts[0] // 2, prompts[0]]))
+        role="aggregated",
+        backend=backend,
+        model=_model(),
+        replicas=replicas,
+        dp_size=dp,
+        tensor=1,
+        pipeline=1,
+        block_size=bs,
+        num_blocks=num_blocks,
+        max_tokens=max_tokens,
+        max_seqs=rng.randint(1, 8),
+        max_model_len=mml,
+        prefix_caching=rng.random() < 0.7,
+        chunked_prefill=chunked,
+        prefill_interval=interval,
+        timing=timing,
+        prefill_ms=prefill_ms,
+        decode_ms=decode_ms,
+        startup_ms=0.0,
+        num_requests=n,
+        load=load,
+        concurrency=rng.randint(1, n),
+        rate_per_s=rng.choice([50.0, 200.0, 1000.0, 4000.0]),
+        seed=rng.randint(0, 1000),
+        input_tokens=prompts[0],
+        output_tokens=outs[0],
+        cached_prefix_tokens=rng.choice([0, prompts[0] // 2, prompts[0]]),
+    )
     if homogeneous and rng.random() < 0.5:
         return spec, synthetic(spec)
 
@@ -134,7 +158,8 @@ def random_case(seed: int):
         arrival_ms=np.array(arrival, dtype=np.float64),
         pfx_start=np.array(pfx_start, dtype=np.int64),
         pfx_len=np.array(pfx_len, dtype=np.int32),
-        pfx_hash=np.array(pool, dtype=np.uint64))
+        pfx_hash=np.array(pool, dtype=np.uint64),
+    )
     return spec, traffic
 
 
@@ -152,21 +177,34 @@ def _kernel_outputs(spec: EngineSpec, prompts, outs) -> np.ndarray:
 
 def reference_of(spec: EngineSpec, traffic: Traffic) -> ref.Simulator:
     cfg = ref.Config(
-        backend=spec.backend, block_size=spec.block_size, num_blocks=spec.num_blocks,
-        max_tokens=spec.max_tokens, max_seqs=spec.max_seqs, max_model_len=spec.max_model_len,
-        prefix_caching=spec.prefix_caching, chunked_prefill=spec.chunked_prefill,
-        replicas=spec.replicas, dp_size=spec.dp_size, prefill_interval=spec.prefill_interval,
-        timing=spec.timing, prefill_ms=spec.prefill_ms, decode_ms=spec.decode_ms,
+        backend=spec.backend,
+        block_size=spec.block_size,
+        num_blocks=spec.num_blocks,
+        max_tokens=spec.max_tokens,
+        max_seqs=spec.max_seqs,
+        max_model_len=spec.max_model_len,
+        prefix_caching=spec.prefix_caching,
+        chunked_prefill=spec.chunked_prefill,
+        replicas=spec.replicas,
+        dp_size=spec.dp_size,
+        prefill_interval=spec.prefill_interval,
+        timing=spec.timing,
+        prefill_ms=spec.prefill_ms,
+        decode_ms=spec.decode_ms,
         load="concurrency" if spec.load == "concurrency" else "open",
-        concurrency=spec.concurrency)
+        concurrency=spec.concurrency,
+    )
     specs = []
     for i in range(len(traffic.prompt_len)):
         s, k = int(traffic.pfx_start[i]), int(traffic.pfx_len[i])
-        specs.append(ref.RequestSpec(
-            prompt_len=int(traffic.prompt_len[i]),
-            output_len=int(traffic.requested_output_len[i]),
-            arrival_ms=float(traffic.arrival_ms[i]),
-            prefix=[int(h) for h in traffic.pfx_hash[s:s + k]]))
+        specs.append(
+            ref.RequestSpec(
+                prompt_len=int(traffic.prompt_len[i]),
+                output_len=int(traffic.requested_output_len[i]),
+                arrival_ms=float(traffic.arrival_ms[i]),
+                prefix=[int(h) for h in traffic.pfx_hash[s : s + k]],
+            )
+        )
     return ref.Simulator(cfg, specs)
 
 
@@ -175,13 +213,15 @@ def _same(a: float, b: float) -> bool:
 
 
 def describe(spec: EngineSpec, traffic: Traffic) -> str:
-    return (f"{spec.backend} bs={spec.block_size} blocks={spec.num_blocks} "
-            f"mbt={spec.max_tokens} seqs={spec.max_seqs} mml={spec.max_model_len} "
-            f"W={spec.replicas} D={spec.dp_size} k={spec.prefill_interval} "
-            f"pc={spec.prefix_caching} chunked={spec.chunked_prefill} {spec.timing} "
-            f"{spec.prefill_ms}/{spec.decode_ms} {spec.load} c={spec.concurrency}\n"
-            f"P={traffic.prompt_len.tolist()}\nO={traffic.requested_output_len.tolist()}\n"
-            f"arr={traffic.arrival_ms.tolist()}\npfx_len={traffic.pfx_len.tolist()}")
+    return (
+        f"{spec.backend} bs={spec.block_size} blocks={spec.num_blocks} "
+        f"mbt={spec.max_tokens} seqs={spec.max_seqs} mml={spec.max_model_len} "
+        f"W={spec.replicas} D={spec.dp_size} k={spec.prefill_interval} "
+        f"pc={spec.prefix_caching} chunked={spec.chunked_prefill} {spec.timing} "
+        f"{spec.prefill_ms}/{spec.decode_ms} {spec.load} c={spec.concurrency}\n"
+        f"P={traffic.prompt_len.tolist()}\nO={traffic.requested_output_len.tolist()}\n"
+        f"arr={traffic.arrival_ms.tolist()}\npfx_len={traffic.pfx_len.tolist()}"
+    )
 
 
 def compare(spec: EngineSpec, traffic: Traffic) -> list[str]:
@@ -208,21 +248,33 @@ def compare(spec: EngineSpec, traffic: Traffic) -> list[str]:
     for r in sim.requests:
         i = r.idx
         got = {
-            "status": int(k.status[i]), "rank": int(k.rank[i]),
-            "arrival": float(k.arrival_ms[i]), "output_len": int(k.output_len[i]),
+            "status": int(k.status[i]),
+            "rank": int(k.rank[i]),
+            "arrival": float(k.arrival_ms[i]),
+            "output_len": int(k.output_len[i]),
             "first_admit": float(k.first_admit_ms[i]),
             "first_token": float(k.first_token_ms[i]),
             "second_token": float(k.second_token_ms[i]),
-            "last_token": float(k.last_token_ms[i]), "terminal": float(k.terminal_ms[i]),
-            "generated": int(k.num_generated[i]), "admissions": int(k.num_admissions[i]),
-            "reused_first": int(k.reused_first[i]), "reused_max": int(k.reused_max[i]),
+            "last_token": float(k.last_token_ms[i]),
+            "terminal": float(k.terminal_ms[i]),
+            "generated": int(k.num_generated[i]),
+            "admissions": int(k.num_admissions[i]),
+            "reused_first": int(k.reused_first[i]),
+            "reused_max": int(k.reused_max[i]),
         }
         want = {
-            "status": STATUS[r.status], "rank": r.rank, "arrival": r.arrival,
-            "output_len": r.output_cap, "first_admit": r.first_admit,
-            "first_token": r.first_token, "second_token": r.second_token,
-            "last_token": r.last_token, "terminal": r.terminal, "generated": r.generated,
-            "admissions": r.admissions, "reused_first": r.reused_first,
+            "status": STATUS[r.status],
+            "rank": r.rank,
+            "arrival": r.arrival,
+            "output_len": r.output_cap,
+            "first_admit": r.first_admit,
+            "first_token": r.first_token,
+            "second_token": r.second_token,
+            "last_token": r.last_token,
+            "terminal": r.terminal,
+            "generated": r.generated,
+            "admissions": r.admissions,
+            "reused_first": r.reused_first,
             "reused_max": r.reused_max,
         }
         for name, w in want.items():
@@ -230,19 +282,32 @@ def compare(spec: EngineSpec, traffic: Traffic) -> list[str]:
             if not (_same(g, w) if isinstance(w, float) else g == w):
                 bad.append(f"request {i} {name}: kernel {g!r} ref {w!r}")
     counters = res.stats.counters
-    for name, g, w in (("committed_prefill_tokens", int(counters[0]), sim.committed),
-                       ("preemptions", int(counters[2]), sim.preemptions),
-                       ("passes", int(counters[1]), sim.passes)):
+    for name, g, w in (
+        ("committed_prefill_tokens", int(counters[0]), sim.committed),
+        ("preemptions", int(counters[2]), sim.preemptions),
+        ("passes", int(counters[1]), sim.passes),
+    ):
         if g != w:
             bad.append(f"{name}: kernel {g} ref {w}")
     n_log = int(counters[6])
-    log = [(int(res.log.req[j]), float(res.log.at_ms[j]), int(res.log.reused[j]),
-            bool(res.log.readmit[j])) for j in range(n_log)]
+    log = [
+        (
+            int(res.log.req[j]),
+            float(res.log.at_ms[j]),
+            int(res.log.reused[j]),
+            bool(res.log.readmit[j]),
+        )
+        for j in range(n_log)
+    ]
     if log != sim.log:
-        first = next((j for j, (a, b) in enumerate(zip(log, sim.log, strict=False)) if a != b),
-                     min(len(log), len(sim.log)))
-        bad.append(f"admission log differs at entry {first}: kernel "
-                   f"{log[first:first + 2]} ref {sim.log[first:first + 2]}")
+        first = next(
+            (j for j, (a, b) in enumerate(zip(log, sim.log, strict=False)) if a != b),
+            min(len(log), len(sim.log)),
+        )
+        bad.append(
+            f"admission log differs at entry {first}: kernel "
+            f"{log[first : first + 2]} ref {sim.log[first : first + 2]}"
+        )
     return bad
 
 
@@ -255,8 +320,15 @@ def test_kernel_matches_reference(seed):
 
 def test_cases_exercise_the_rules():
     """The random sweep must actually reach preemption, recompute hits, rejection and DP."""
-    seen = {"preempt": 0, "readmit_hit": 0, "reject": 0, "defer": 0, "trt": 0, "hit": 0,
-            "truncated": 0}
+    seen = {
+        "preempt": 0,
+        "readmit_hit": 0,
+        "reject": 0,
+        "defer": 0,
+        "trt": 0,
+        "hit": 0,
+        "truncated": 0,
+    }
     for seed in range(NUM_CASES):
         spec, traffic = random_case(seed)
         sim = reference_of(spec, traffic)
@@ -274,24 +346,60 @@ def test_cases_exercise_the_rules():
     assert all(v >= 10 for v in seen.values()), seen
 
 
-def _explicit(backend="vllm", bs=16, blocks=40, mbt=8192, dp=1, k=1, prefill_ms=1.0,
-              decode_ms=1.0, load="concurrency", concurrency=8, prompts=(), outs=(),
-              arrivals=None):
+def _explicit(
+    backend="vllm",
+    bs=16,
+    blocks=40,
+    mbt=8192,
+    dp=1,
+    k=1,
+    prefill_ms=1.0,
+    decode_ms=1.0,
+    load="concurrency",
+    concurrency=8,
+    prompts=(),
+    outs=(),
+    arrivals=None,
+):
     n = len(prompts)
     spec = EngineSpec(
-        role="aggregated", backend=backend, model=_model(), replicas=1, dp_size=dp, tensor=1,
-        pipeline=1, block_size=bs, num_blocks=blocks, max_tokens=mbt, max_seqs=256,
-        max_model_len=None, prefix_caching=False, chunked_prefill=True, prefill_interval=k,
-        timing="fixed", prefill_ms=prefill_ms, decode_ms=decode_ms, startup_ms=0.0,
-        num_requests=n, load=load, concurrency=concurrency, rate_per_s=0.0, seed=0,
-        input_tokens=prompts[0], output_tokens=outs[0], cached_prefix_tokens=0)
+        role="aggregated",
+        backend=backend,
+        model=_model(),
+        replicas=1,
+        dp_size=dp,
+        tensor=1,
+        pipeline=1,
+        block_size=bs,
+        num_blocks=blocks,
+        max_tokens=mbt,
+        max_seqs=256,
+        max_model_len=None,
+        prefix_caching=False,
+        chunked_prefill=True,
+        prefill_interval=k,
+        timing="fixed",
+        prefill_ms=prefill_ms,
+        decode_ms=decode_ms,
+        startup_ms=0.0,
+        num_requests=n,
+        load=load,
+        concurrency=concurrency,
+        rate_per_s=0.0,
+        seed=0,
+        input_tokens=prompts[0],
+        output_tokens=outs[0],
+        cached_prefix_tokens=0,
+    )
     traffic = Traffic(
         prompt_len=np.array(prompts, dtype=np.int64),
         requested_output_len=np.array(outs, dtype=np.int64),
         output_len=_kernel_outputs(spec, prompts, outs),
         arrival_ms=np.array(arrivals or [0.0] * n, dtype=np.float64),
-        pfx_start=np.zeros(n, dtype=np.int64), pfx_len=np.zeros(n, dtype=np.int32),
-        pfx_hash=np.zeros(0, dtype=np.uint64))
+        pfx_start=np.zeros(n, dtype=np.int64),
+        pfx_len=np.zeros(n, dtype=np.int32),
+        pfx_hash=np.zeros(0, dtype=np.uint64),
+    )
     return spec, traffic
 
 
@@ -319,9 +427,18 @@ def test_reference_reproduces_rules_examples():
         prompts = [64, 64, 64, 64, 128, 64] + [64] * extra
         outs = [60, 60, 5, 5, 5, 5] + [5] * extra
         arrivals = [0.0, 0.0, 5.0, 5.0, 30.0, 30.5] + [30.7] * extra
-        spec, traffic = _explicit(bs=64, blocks=1000, mbt=48, dp=2, k=k, prefill_ms=10.0,
-                                  load="poisson", prompts=prompts, outs=outs,
-                                  arrivals=arrivals)
+        spec, traffic = _explicit(
+            bs=64,
+            blocks=1000,
+            mbt=48,
+            dp=2,
+            k=k,
+            prefill_ms=10.0,
+            load="poisson",
+            prompts=prompts,
+            outs=outs,
+            arrivals=arrivals,
+        )
         sim = reference_of(spec, traffic).run()
         for name, times in want.items():
             r = sim.requests["ABCDEFG".index(name)]

@@ -104,17 +104,33 @@ def test_unused_inputs_do_not_change_the_result():
     q32 = load_model("Qwen/Qwen3-32B")
     base = dict(backend="vllm", block_size=64, tensor=4, gpu_memory_bytes=B200_MEMORY_BYTES)
     ref = kv_blocks_from_memory(q32, **base).blocks
-    assert kv_blocks_from_memory(q32, max_sequences=1, max_model_len=2048, nextn=3,
-                                 **base).blocks == ref
+    assert (
+        kv_blocks_from_memory(q32, max_sequences=1, max_model_len=2048, nextn=3, **base).blocks
+        == ref
+    )
 
 
 def test_lines_show_every_term():
     ds = load_model("deepseek-ai/DeepSeek-V3.2")
-    est = kv_blocks_from_memory(ds, backend="vllm", block_size=64, attention_data=8,
-                                moe_expert=8, gpu_memory_bytes=B200_MEMORY_BYTES)
+    est = kv_blocks_from_memory(
+        ds,
+        backend="vllm",
+        block_size=64,
+        attention_data=8,
+        moe_expert=8,
+        gpu_memory_bytes=B200_MEMORY_BYTES,
+    )
     text = "\n".join(est.lines())
-    for word in ("weights", "activations", "communication", "runtime", "CUDA graphs",
-                 "KV budget", "KV bytes per token (fp8)", "19,593"):
+    for word in (
+        "weights",
+        "activations",
+        "communication",
+        "runtime",
+        "CUDA graphs",
+        "KV budget",
+        "KV bytes per token (fp8)",
+        "19,593",
+    ):
         assert word in text
 
 

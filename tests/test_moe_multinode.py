@@ -56,13 +56,23 @@ MOE_OVERRIDE = CONFIG.replace(SHARED, SHARED + "{extra}")
         ("deepseek-ai/DeepSeek-V3", "  moe_backend: deepep_moe\n", "sglang only"),
     ],
 )
-def test_moe_controls_refused_in_one_line(tmp_path: Path, model: str, extra: str,
-                                          needle: str) -> None:
+def test_moe_controls_refused_in_one_line(
+    tmp_path: Path, model: str, extra: str, needle: str
+) -> None:
     cfg = tmp_path / "bad.yaml"
     moe = model.startswith("deepseek")
-    cfg.write_text(MOE_OVERRIDE.format(
-        extra=extra, model=model, backend="vllm", version="0.24.0", tensor=1 if moe else 4,
-        attention_data=8 if moe else 1, moe_tensor=1, moe_expert=8 if moe else 1))
+    cfg.write_text(
+        MOE_OVERRIDE.format(
+            extra=extra,
+            model=model,
+            backend="vllm",
+            version="0.24.0",
+            tensor=1 if moe else 4,
+            attention_data=8 if moe else 1,
+            moe_tensor=1,
+            moe_expert=8 if moe else 1,
+        )
+    )
     res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
     assert res.exit_code == 2, res.output
     text = res.output.strip()
@@ -75,10 +85,23 @@ def test_eplb_and_slots_price_as_without(tmp_path: Path) -> None:
     name = "DeepSeek-V3-vllm-tp8-dp2-mtp1-ep16"
     d = DEPLOYMENTS[name]
     cfg = tmp_path / "eplb.yaml"
-    cfg.write_text(MOE_OVERRIDE.format(
-        extra="  enable_eplb: true\n  wideep_num_slots: 288\n", version=VERSIONS[d["backend"]],
-        **{k: d[k] for k in ("model", "backend", "tensor", "attention_data", "moe_tensor",
-                             "moe_expert")}))
+    cfg.write_text(
+        MOE_OVERRIDE.format(
+            extra="  enable_eplb: true\n  wideep_num_slots: 288\n",
+            version=VERSIONS[d["backend"]],
+            **{
+                k: d[k]
+                for k in (
+                    "model",
+                    "backend",
+                    "tensor",
+                    "attention_data",
+                    "moe_tensor",
+                    "moe_expert",
+                )
+            },
+        )
+    )
     shapes = sorted(d["decode"])
     args = [a for s in shapes for a in ("--decode", s)]
     res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), *args, "--format", "json"])

@@ -56,8 +56,7 @@ def _config_path() -> str:
 
 
 def _estimate(*args: str) -> dict:
-    res = CliRunner().invoke(main, ["estimate", "-c", _config_path(), *args, "--format",
-                                    "json"])
+    res = CliRunner().invoke(main, ["estimate", "-c", _config_path(), *args, "--format", "json"])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
 
@@ -90,7 +89,7 @@ CASES = sorted(GOLDEN["cases"])
 @pytest.mark.parametrize("case", CASES)
 def test_golden_group_pass(case: str) -> None:
     c = GOLDEN["cases"][case]
-    got = max(_rank_ms(r) for r in c["ranks"])   # the group pass ends at the slowest rank
+    got = max(_rank_ms(r) for r in c["ranks"])  # the group pass ends at the slowest rank
     assert _close(got, c["latency_ms"]), (got, c["latency_ms"])
 
 
@@ -120,7 +119,7 @@ def test_decode_overlap_groups() -> None:
     got = {o["op"]: o["ms"] for o in ps["ops"]}["generation_moe_overlap"]
     a = groups["group_a_router+pre_dispatch+moe+post_dispatch"]["sum"]
     b = groups["group_b_shared_expert"]["sum"]
-    assert abs(got - max(a, b)) < 1e-5 * max(a, b)   # the pinned group sums carry 5 decimals
+    assert abs(got - max(a, b)) < 1e-5 * max(a, b)  # the pinned group sums carry 5 decimals
 
 
 def test_missing_slice_is_named(tmp_path: Path) -> None:
@@ -140,11 +139,16 @@ def test_unsupported_combination_is_named(tmp_path: Path) -> None:
     has no moe_ep 12 slice (AISimulate fails on the same MoeKey); aisim names it in one line.
     (16-GPU groups are priced: tests/test_moe_multinode.py.)"""
     cfg = tmp_path / "bad.yaml"
-    cfg.write_text(CONFIG.replace("backend: vllm", "backend: trtllm").replace(
-        'backend_version: "0.24.0"', 'backend_version: "1.3.0rc20"').replace(
-        "deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-R1").replace(
-        "tensor: 1, pipeline: 1, attention_data: 8", "tensor: 1, pipeline: 1, attention_data: 12"
-    ).replace("moe_expert: 8", "moe_expert: 12"))
+    cfg.write_text(
+        CONFIG.replace("backend: vllm", "backend: trtllm")
+        .replace('backend_version: "0.24.0"', 'backend_version: "1.3.0rc20"')
+        .replace("deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-R1")
+        .replace(
+            "tensor: 1, pipeline: 1, attention_data: 8",
+            "tensor: 1, pipeline: 1, attention_data: 12",
+        )
+        .replace("moe_expert: 8", "moe_expert: 12")
+    )
     res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--decode", "8x1100"])
     assert res.exit_code == 2
     text = res.output.strip()
@@ -183,14 +187,30 @@ def test_single_request_anchors(key: tuple, tmp_path: Path) -> None:
     backend, model, tp, dp, mtp, mep = key
     cfg = tmp_path / "anchor.yaml"
     text = CONFIG.replace("backend: vllm", f"backend: {backend}").replace(
-        '"0.24.0"', f'"{VERSIONS[backend]}"')
-    cfg.write_text(text.replace("deepseek-ai/DeepSeek-V3.2", model).replace(
-        "tensor: 1, pipeline: 1, attention_data: 8, moe_tensor: 1,\n                    "
-        "moe_expert: 8",
-        f"tensor: {tp}, pipeline: 1, attention_data: {dp}, moe_tensor: {mtp}, "
-        f"moe_expert: {mep}"))
-    res = CliRunner().invoke(main, ["estimate", "-c", str(cfg), "--prefill", "1x1024",
-                                    "--decode", "1x1025", "--format", "json"])
+        '"0.24.0"', f'"{VERSIONS[backend]}"'
+    )
+    cfg.write_text(
+        text.replace("deepseek-ai/DeepSeek-V3.2", model).replace(
+            "tensor: 1, pipeline: 1, attention_data: 8, moe_tensor: 1,\n                    "
+            "moe_expert: 8",
+            f"tensor: {tp}, pipeline: 1, attention_data: {dp}, moe_tensor: {mtp}, "
+            f"moe_expert: {mep}",
+        )
+    )
+    res = CliRunner().invoke(
+        main,
+        [
+            "estimate",
+            "-c",
+            str(cfg),
+            "--prefill",
+            "1x1024",
+            "--decode",
+            "1x1025",
+            "--format",
+            "json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     (mixed,) = json.loads(res.stdout)["mixed"]
     ttft, ttst = ANCHORS[key]

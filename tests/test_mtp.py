@@ -29,8 +29,20 @@ def _mtp_state(rates: list[float], seeds: tuple[int, ...]) -> st.MtpState:
 def test_first_twelve_bursts_seed_42() -> None:
     """docs/rules.md 8.6: rank 0 of worker 0 (seed 42), nextn 2 accepted 1.5 -> [1, 0.5]."""
     mtp = st.allocate_mtp(2, 1.5, 1)
-    assert [mtp_step.burst_tokens(mtp, 0, 3) for _ in range(12)] == [2, 2, 2, 3, 3, 3, 2, 2, 3,
-                                                                      3, 2, 2]
+    assert [mtp_step.burst_tokens(mtp, 0, 3) for _ in range(12)] == [
+        2,
+        2,
+        2,
+        3,
+        3,
+        3,
+        2,
+        2,
+        3,
+        3,
+        2,
+        2,
+    ]
 
 
 # every refill width this machine can run (0 SSE2 x4, 1 AVX2 x8, 2 AVX-512 x16)
@@ -67,15 +79,26 @@ def test_host_level_is_a_known_width() -> None:
     assert rng.new_stream(42)[rng.LEVEL] == rng.host_vector_level()
 
 
-@pytest.mark.parametrize("rates", [[1.0, 0.5], [1.0, 0.7, 0.0], [0.5, 0.0], [0.9], [0.25, 1.0],
-                                   [1.0] * 5, [0.0] * 3, [0.8, 0.6, 0.4, 0.2, 0.1]])
+@pytest.mark.parametrize(
+    "rates",
+    [
+        [1.0, 0.5],
+        [1.0, 0.7, 0.0],
+        [0.5, 0.0],
+        [0.9],
+        [0.25, 1.0],
+        [1.0] * 5,
+        [0.0] * 3,
+        [0.8, 0.6, 0.4, 0.2, 0.1],
+    ],
+)
 def test_walks_match_reference(rates: list[float]) -> None:
     mtp = _mtp_state(rates, SEEDS)
     for r, seed in enumerate(SEEDS):
         ref = StdRng(seed)
         for step in range(200):
             slots = 1 + (step % (len(rates) + 1))  # short-changed requests walk fewer rates
-            want = burst(ref, rates[:slots - 1])
+            want = burst(ref, rates[: slots - 1])
             assert mtp_step.burst_tokens(mtp, r, slots) == want, (seed, step)
 
 
@@ -88,9 +111,18 @@ def test_each_rank_has_its_own_stream() -> None:
         assert got == [burst(ref, [1.0, 0.7, 0.0]) for _ in range(50)]
 
 
-@pytest.mark.parametrize(("nextn", "accepted", "rates"), [
-    (2, 1.5, [1.0, 0.5]), (3, 1.7, [1.0, 0.7, 0.0]), (2, 0.0, [0.0, 0.0]), (2, 2.0, [1.0, 1.0]),
-    (1, 0.6, [0.6]), (5, 3.0, [1.0, 1.0, 1.0, 0.0, 0.0]), (4, 0.25, [0.25, 0.0, 0.0, 0.0])])
+@pytest.mark.parametrize(
+    ("nextn", "accepted", "rates"),
+    [
+        (2, 1.5, [1.0, 0.5]),
+        (3, 1.7, [1.0, 0.7, 0.0]),
+        (2, 0.0, [0.0, 0.0]),
+        (2, 2.0, [1.0, 1.0]),
+        (1, 0.6, [0.6]),
+        (5, 3.0, [1.0, 1.0, 1.0, 0.0, 0.0]),
+        (4, 0.25, [0.25, 0.0, 0.0, 0.0]),
+    ],
+)
 def test_acceptance_rates(nextn: int, accepted: float, rates: list[float]) -> None:
     assert st.acceptance_rates(nextn, accepted) == pytest.approx(rates, abs=0.0)
 

@@ -14,14 +14,16 @@ from tests.analysis_configs import OP_LEVEL, PD_OP_LEVEL, PRESSURE
 GOLDEN = Path(__file__).parent / "golden"
 SLA = "\nevaluation:\n  sla: {ttft_ms: 500, itl_ms: 50}\n"
 NOTHING_COMPLETES = PRESSURE.replace("context_length: max", "context_length: 32")
-DEFAULT_CAPACITY = OP_LEVEL.replace("capacity: {type: fixed, blocks: 4096}",
-                                    "capacity: {type: default}")
+DEFAULT_CAPACITY = OP_LEVEL.replace(
+    "capacity: {type: fixed, blocks: 4096}", "capacity: {type: default}"
+)
 
 
-@pytest.mark.parametrize("text", [OP_LEVEL, PRESSURE, PD_OP_LEVEL, OP_LEVEL + SLA,
-                                  NOTHING_COMPLETES, DEFAULT_CAPACITY],
-                         ids=["op-level", "fixed-pressure", "pd", "sla", "no-completions",
-                              "default-capacity"])
+@pytest.mark.parametrize(
+    "text",
+    [OP_LEVEL, PRESSURE, PD_OP_LEVEL, OP_LEVEL + SLA, NOTHING_COMPLETES, DEFAULT_CAPACITY],
+    ids=["op-level", "fixed-pressure", "pd", "sla", "no-completions", "default-capacity"],
+)
 def test_aisim_predictions_keep_the_contract(tmp_path: Path, text: str) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text(text)
@@ -29,13 +31,19 @@ def test_aisim_predictions_keep_the_contract(tmp_path: Path, text: str) -> None:
     assert contract_problems(pred) == []
     optional = {name for name in pred if FIELDS[name].presence != ALWAYS}
     expected = {
-        "sla": {"goodput_completed_requests", "goodput_request_throughput_rps",
-                "goodput_output_throughput_tok_s"},
+        "sla": {
+            "goodput_completed_requests",
+            "goodput_request_throughput_rps",
+            "goodput_output_throughput_tok_s",
+        },
         "no-completions": {"diagnostic", "prediction_status", "stop_reason"},
         "default-capacity": {"kv_cache_precision"},
     }
-    name = {OP_LEVEL + SLA: "sla", NOTHING_COMPLETES: "no-completions",
-            DEFAULT_CAPACITY: "default-capacity"}.get(text)
+    name = {
+        OP_LEVEL + SLA: "sla",
+        NOTHING_COMPLETES: "no-completions",
+        DEFAULT_CAPACITY: "default-capacity",
+    }.get(text)
     assert optional == expected.get(name, set())
 
 
@@ -53,13 +61,13 @@ def test_aisimulate_goldens_keep_the_contract() -> None:
 
 
 def test_contract_catches_drift() -> None:
-    good = {**dict.fromkeys(HOST_FIELDS, 1.0),
-            **json.loads((GOLDEN / "dense-vllm-c8-r256" / "prediction.json").read_text())}
+    good = {
+        **dict.fromkeys(HOST_FIELDS, 1.0),
+        **json.loads((GOLDEN / "dense-vllm-c8-r256" / "prediction.json").read_text()),
+    }
     assert contract_problems(good) == []
-    assert contract_problems({**good, "new_field": 1}) == [
-        "new_field: not a declared output field"]
-    assert contract_problems({**good, "num_requests": 1.0}) == [
-        "num_requests: float, declared int"]
+    assert contract_problems({**good, "new_field": 1}) == ["new_field: not a declared output field"]
+    assert contract_problems({**good, "num_requests": 1.0}) == ["num_requests: float, declared int"]
     assert contract_problems({**good, "gpu_hours": None}) == ["gpu_hours: null but not nullable"]
     missing = dict(good)
     del missing["duration_ms"]

@@ -69,8 +69,9 @@ def test_parquet_files_schema_and_metadata(tmp_path: Path, text: str) -> None:
     assert sum(cols["prefill_tokens"]) == pred["committed_prefill_tokens"]
     assert all(s <= e for s, e in zip(cols["start_ms"], cols["end_ms"], strict=True))
     assert max(cols["end_ms"]) == pytest.approx(pred["duration_ms"], rel=1e-12)
-    for n_p, n_d, tok in zip(cols["num_prefill"], cols["num_decode"], cols["tokens_scheduled"],
-                             strict=True):
+    for n_p, n_d, tok in zip(
+        cols["num_prefill"], cols["num_decode"], cols["tokens_scheduled"], strict=True
+    ):
         assert tok >= n_d and n_p + n_d > 0
     if text is PRESSURE:
         assert sum(cols["preemptions"]) > 0
@@ -82,16 +83,21 @@ def test_duckdb_reads_every_table(tmp_path: Path) -> None:
     duckdb = pytest.importorskip("duckdb", reason="duckdb comes with the [test] extra")
     out = _predict(tmp_path, OP_LEVEL, "run", "--capture-per-request", "--capture-passes")
     con = duckdb.connect()
-    n_req = con.execute(f"select count(*), count(ttft_ms) from '{out / 'requests.parquet'}'"
-                        ).fetchone()
+    n_req = con.execute(
+        f"select count(*), count(ttft_ms) from '{out / 'requests.parquet'}'"
+    ).fetchone()
     assert n_req == (48, 48)
-    kinds = dict(con.execute(
-        f"select column_name, column_type from (describe select * from "
-        f"'{out / 'passes.parquet'}')").fetchall())
+    kinds = dict(
+        con.execute(
+            f"select column_name, column_type from (describe select * from "
+            f"'{out / 'passes.parquet'}')"
+        ).fetchall()
+    )
     assert kinds["start_ms"] == "DOUBLE" and kinds["num_decode"] == "INTEGER"
-    tokens, = con.execute(f"select sum(prefill_tokens) from '{out / 'passes.parquet'}'"
-                          ).fetchone()
-    ttft, = con.execute(f"select mean_ttft_ms from '{out / 'summary.parquet'}'").fetchone()
+    (tokens,) = con.execute(
+        f"select sum(prefill_tokens) from '{out / 'passes.parquet'}'"
+    ).fetchone()
+    (ttft,) = con.execute(f"select mean_ttft_ms from '{out / 'summary.parquet'}'").fetchone()
     pred = json.loads((out / "prediction.json").read_text())
     assert tokens == pred["committed_prefill_tokens"]
     assert ttft == pred["mean_ttft_ms"]
@@ -101,8 +107,7 @@ def test_duckdb_reads_every_table(tmp_path: Path) -> None:
 def test_capture_passes_changes_no_prediction(tmp_path: Path, text: str) -> None:
     plain = _predict(tmp_path, text, "plain")
     captured = _predict(tmp_path, text, "captured", "--capture-passes")
-    assert ((plain / "prediction.sha256").read_text()
-            == (captured / "prediction.sha256").read_text())
+    assert (plain / "prediction.sha256").read_text() == (captured / "prediction.sha256").read_text()
     assert not (plain / "passes.parquet").exists()
 
 
@@ -121,8 +126,7 @@ def test_disaggregated_passes_hold_both_pools(tmp_path: Path) -> None:
     """P/D --capture-passes: one table of both pools' passes, told apart by the role column."""
     plain = _predict(tmp_path, PD_OP_LEVEL, "plain")
     out = _predict(tmp_path, PD_OP_LEVEL, "run", "--capture-passes")
-    assert ((plain / "prediction.sha256").read_text()
-            == (out / "prediction.sha256").read_text())
+    assert (plain / "prediction.sha256").read_text() == (out / "prediction.sha256").read_text()
     pred = json.loads((out / "prediction.json").read_text())
     passes, _ = _check_table(out / "passes.parquet", "passes", PASSES_SCHEMA)
     cols = passes.to_pydict()
@@ -134,8 +138,7 @@ def test_disaggregated_passes_hold_both_pools(tmp_path: Path) -> None:
     assert sum(cols["prefill_tokens"][i] for i in prefill) == pred["committed_prefill_tokens"]
     assert sum(cols["prefill_tokens"][i] for i in decode) == 0
     assert {cols["worker"][i] for i in decode} == {0, 1}
-    assert max(cols["end_ms"][i] for i in decode) == pytest.approx(pred["duration_ms"],
-                                                                    rel=1e-12)
+    assert max(cols["end_ms"][i] for i in decode) == pytest.approx(pred["duration_ms"], rel=1e-12)
     # a decode pass emits one token per decoding request; the prefill side's first token is
     # internal, so the decode pool emits every reported token
     assert sum(cols["num_decode"][i] for i in decode) == pred["total_output_tokens"]

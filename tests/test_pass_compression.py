@@ -14,15 +14,25 @@ from aisim.kernels.codes import CNT_LAZY
 from aisim.traffic import synthetic
 from tests.test_kernel_vs_reference import random_case
 
-COMPARED = ("status", "rank", "arrival_ms", "first_admit_ms", "first_token_ms", "second_token_ms",
-            "last_token_ms", "terminal_ms", "num_generated", "num_admissions", "reused_first",
-            "reused_max")
+COMPARED = (
+    "status",
+    "rank",
+    "arrival_ms",
+    "first_admit_ms",
+    "first_token_ms",
+    "second_token_ms",
+    "last_token_ms",
+    "terminal_ms",
+    "num_generated",
+    "num_admissions",
+    "reused_first",
+    "reused_max",
+)
 
 
 def _run(spec, traffic, lazy_decode):
     try:
-        return simulate(spec, traffic, capture=True, lazy_decode=lazy_decode,
-                        check_invariants=True)
+        return simulate(spec, traffic, capture=True, lazy_decode=lazy_decode, check_invariants=True)
     except CapacityError:
         return None
 
@@ -48,11 +58,26 @@ def test_lazy_decoders_change_nothing(seed: int) -> None:
 def test_fast_path_engages_on_a_steady_workload() -> None:
     spec, _ = random_case(0)
     spec = dataclasses.replace(
-        spec, backend="vllm", replicas=2, dp_size=2, block_size=16, num_blocks=400,
-        max_tokens=512, max_seqs=16, max_model_len=40960, prefix_caching=True,
-        chunked_prefill=True, prefill_interval=2, timing="polynomial", num_requests=300,
-        load="concurrency", concurrency=40, input_tokens=100, output_tokens=90,
-        cached_prefix_tokens=48)
+        spec,
+        backend="vllm",
+        replicas=2,
+        dp_size=2,
+        block_size=16,
+        num_blocks=400,
+        max_tokens=512,
+        max_seqs=16,
+        max_model_len=40960,
+        prefix_caching=True,
+        chunked_prefill=True,
+        prefill_interval=2,
+        timing="polynomial",
+        num_requests=300,
+        load="concurrency",
+        concurrency=40,
+        input_tokens=100,
+        output_tokens=90,
+        cached_prefix_tokens=48,
+    )
     traffic = synthetic(spec)
     fast, slow = _run(spec, traffic, True), _run(spec, traffic, False)
     assert fast.stats.counters[CNT_LAZY] >= 250  # nearly every request turns lazy once

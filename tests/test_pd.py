@@ -72,9 +72,13 @@ def test_null_bandwidth_means_no_delay(tmp_path: Path) -> None:
 
 
 def test_explicit_bytes_per_token_and_full_prompt(tmp_path: Path) -> None:
-    _, cfg = _cfg(tmp_path, overrides=(
-        "engine.kv_transfer={bandwidth_gb_per_second: 50, bytes_per_token: 1000, "
-        "timing_mode: full_prompt}",))
+    _, cfg = _cfg(
+        tmp_path,
+        overrides=(
+            "engine.kv_transfer={bandwidth_gb_per_second: 50, bytes_per_token: 1000, "
+            "timing_mode: full_prompt}",
+        ),
+    )
     t = resolve_pd(cfg).transfer
     assert (t.bytes_per_token, t.bandwidth_gb_s, t.full_prompt) == (1000.0, 50.0, True)
 
@@ -106,11 +110,17 @@ def test_transfer_delay_and_timestamps(tmp_path: Path) -> None:
 
 
 def test_decode_pool_that_holds_the_prompt_but_not_its_growth_is_a_capacity_error(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """16 blocks of 64 hold the 1024-token prompt but not 1024 + 8 - 1 tokens: no request
     could finish (AISimulate stops with a replay error), so the config is refused."""
-    _, cfg = _cfg(tmp_path, overrides=("engine.workers.decode.kv_cache.capacity.blocks=16",
-                                       "traffic.source.input_tokens=1024"))
+    _, cfg = _cfg(
+        tmp_path,
+        overrides=(
+            "engine.workers.decode.kv_cache.capacity.blocks=16",
+            "traffic.source.input_tokens=1024",
+        ),
+    )
     with pytest.raises(CapacityError, match=r"engine\.workers\.decode\.kv_cache\.capacity\.blocks"):
         resolve_pd(cfg)
 
@@ -123,10 +133,15 @@ def test_decode_pool_smaller_than_the_prompt_is_simulated(tmp_path: Path) -> Non
 
 
 def test_mtp_with_pd_not_available(tmp_path: Path) -> None:
-    _, cfg = _cfg(tmp_path, overrides=(
-        "engine.nextn=1", "engine.nextn_accepted=0.5",
-        "engine.workers.prefill.timing={type: default}",
-        "engine.workers.decode.timing={type: default}"))
+    _, cfg = _cfg(
+        tmp_path,
+        overrides=(
+            "engine.nextn=1",
+            "engine.nextn_accepted=0.5",
+            "engine.workers.prefill.timing={type: default}",
+            "engine.workers.decode.timing={type: default}",
+        ),
+    )
     with pytest.raises(NotAvailableError, match=r"engine\.nextn"):
         resolve_pd(cfg)
 
@@ -144,12 +159,25 @@ def test_pd_timestamps_match_aisimulate_to_the_last_bit() -> None:
     folder = Path(__file__).parent / "golden" / "pd-vllm-c64-r256"
     ref = {r["session_id"]: r for r in map(json.loads, (folder / "requests.jsonl").open())}
     pred = run_prediction(str(folder / "config.yaml"), capture=True)
-    keys = ("arrival_time_ms", "prefill_admit_ms", "source_held_ms", "destination_reserved_ms",
-            "destination_activated_ms", "decode_admit_ms", "source_released_ms",
-            "first_token_ms", "last_token_ms", "terminal_time_ms")
+    keys = (
+        "arrival_time_ms",
+        "prefill_admit_ms",
+        "source_held_ms",
+        "destination_reserved_ms",
+        "destination_activated_ms",
+        "decode_admit_ms",
+        "source_released_ms",
+        "first_token_ms",
+        "last_token_ms",
+        "terminal_time_ms",
+    )
     assert len(pred.records) == len(ref) == 256
-    bad = [(r["session_id"], k, r[k], ref[r["session_id"]][k])
-           for r in pred.records for k in keys if r[k] != ref[r["session_id"]][k]]
+    bad = [
+        (r["session_id"], k, r[k], ref[r["session_id"]][k])
+        for r in pred.records
+        for k in keys
+        if r[k] != ref[r["session_id"]][k]
+    ]
     assert not bad, bad[:5]
 
 

@@ -20,8 +20,12 @@ from aisim.timing.plan_record import pass_scalars, scalars_of
 
 GOLDEN = Path(__file__).parent / "golden"
 # one deployment per plan family: dense, Qwen3 MoE, DeepSeek-V3.2 (DSA), DeepSeek-R1 (MLA)
-FAMILY_CONFIGS = ("dense-vllm-c64-r256", "qwen3-30b-a3b-tp2-ep2", "mla-dp8-c128-r256",
-                  "dsr1-trtllm-tp8")
+FAMILY_CONFIGS = (
+    "dense-vllm-c64-r256",
+    "qwen3-30b-a3b-tp2-ep2",
+    "mla-dp8-c128-r256",
+    "dsr1-trtllm-tp8",
+)
 
 
 def _spec(name: str):
@@ -38,18 +42,25 @@ def test_every_family_has_the_placeholder_type(name: str) -> None:
 def test_scalars_by_name() -> None:
     record = pass_scalars(num_ctx_ops=14, mem_bw=7.7e12, dispatch_allreduce=True)
     got = scalars_of(SimpleNamespace(scalars=record))
-    assert (got.num_ctx_ops, got.mem_bw, got.dispatch_allreduce, got.heads) == (14, 7.7e12,
-                                                                                True, 0.0)
+    assert (got.num_ctx_ops, got.mem_bw, got.dispatch_allreduce, got.heads) == (
+        14,
+        7.7e12,
+        True,
+        0.0,
+    )
     assert type(got.num_ctx_ops) is int and type(got.heads) is float
     with pytest.raises(TypeError):
-        pass_scalars(num_ctx_op=14)   # a misspelt field is an error, not a silent 0
+        pass_scalars(num_ctx_op=14)  # a misspelt field is an error, not a silent 0
 
 
 def test_cache_key_covers_every_plan_source() -> None:
     root = Path(__file__).parents[1]
     hashed = {p.resolve() for p in plan_sources()}
-    for folder, pattern in (("aisim/timing", "*.py"), ("aisim/optable", "*.py"),
-                            ("kernels", "optime_*.py")):
+    for folder, pattern in (
+        ("aisim/timing", "*.py"),
+        ("aisim/optable", "*.py"),
+        ("kernels", "optime_*.py"),
+    ):
         for path in (root / folder).glob(pattern):
             assert path.resolve() in hashed, path
 

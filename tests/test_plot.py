@@ -12,7 +12,8 @@ from aisim.cli import main
 from tests.analysis_configs import OP_LEVEL, PD_OP_LEVEL, PRESSURE
 
 matplotlib = pytest.importorskip(
-    "matplotlib", reason="matplotlib is the aisim-serving[plot] extra (CI installs it with [test])")
+    "matplotlib", reason="matplotlib is the aisim-serving[plot] extra (CI installs it with [test])"
+)
 
 
 def _assert_png_drawn(path: Path, min_px: int = 300) -> None:
@@ -37,10 +38,22 @@ def test_sweep_figures(tmp_path: Path) -> None:
     cfg = tmp_path / "base.yaml"
     cfg.write_text(OP_LEVEL)
     out = tmp_path / "sw"
-    res = CliRunner().invoke(main, ["sweep", "-c", str(cfg), "--grid",
-                                    "traffic.load.concurrency=1,2,4,8,16,0", "--grid",
-                                    "engine.workers.aggregated.scheduler.max_batched_tokens="
-                                    "512,2048", "-o", str(out), "--jobs", "1"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "sweep",
+            "-c",
+            str(cfg),
+            "--grid",
+            "traffic.load.concurrency=1,2,4,8,16,0",
+            "--grid",
+            "engine.workers.aggregated.scheduler.max_batched_tokens=512,2048",
+            "-o",
+            str(out),
+            "--jobs",
+            "1",
+        ],
+    )
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["plot", str(out)])
     assert res.exit_code == 0, res.output
@@ -55,11 +68,11 @@ def test_timeline_figure(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text(PRESSURE)
     out = tmp_path / "run"
-    res = CliRunner().invoke(main, ["predict", "-c", str(cfg), "-o", str(out),
-                                    "--capture-passes"])
+    res = CliRunner().invoke(main, ["predict", "-c", str(cfg), "-o", str(out), "--capture-passes"])
     assert res.exit_code == 0, res.output
-    res = CliRunner().invoke(main, ["plot", str(out / "passes.parquet"), "--format", "png",
-                                    "-o", str(tmp_path / "img")])
+    res = CliRunner().invoke(
+        main, ["plot", str(out / "passes.parquet"), "--format", "png", "-o", str(tmp_path / "img")]
+    )
     assert res.exit_code == 0, res.output
     _assert_png_drawn(tmp_path / "img" / "timeline.png")
 
@@ -68,13 +81,14 @@ def test_disaggregated_timeline_per_pool(tmp_path: Path) -> None:
     cfg = tmp_path / "pd.yaml"
     cfg.write_text(PD_OP_LEVEL)
     out = tmp_path / "run"
-    res = CliRunner().invoke(main, ["predict", "-c", str(cfg), "-o", str(out),
-                                    "--capture-passes"])
+    res = CliRunner().invoke(main, ["predict", "-c", str(cfg), "-o", str(out), "--capture-passes"])
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["plot", str(out), "--format", "png"])
     assert res.exit_code == 0, res.output
     assert sorted(Path(p).name for p in res.output.split()) == [
-        "timeline-decode.png", "timeline-prefill.png"]
+        "timeline-decode.png",
+        "timeline-prefill.png",
+    ]
     for role in ("prefill", "decode"):
         _assert_png_drawn(out / f"timeline-{role}.png")
 

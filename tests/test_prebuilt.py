@@ -17,8 +17,7 @@ from aisim.kernels import _cache, _jit
 
 REPO = Path(__file__).resolve().parents[1]
 DIGEST = "ab" * 32
-FILES = {"loop.run_aggregated-40.py311.nbi": b"index",
-         "loop.run_aggregated-40.py311.1.nbc": b"x"}
+FILES = {"loop.run_aggregated-40.py311.nbi": b"index", "loop.run_aggregated-40.py311.1.nbc": b"x"}
 
 
 def _archive(path: Path, manifest: dict, files: dict[str, bytes]) -> Path:
@@ -85,13 +84,20 @@ def test_a_partly_compiled_subpath_gets_the_other_kernels_and_keeps_its_own(tmp_
     kernels = _install(tmp_path, "a")
     placed = root / "numba" / DIGEST[:16] / _cache.install_subpath(kernels)
     placed.mkdir(parents=True)
-    own = {"loop.run_aggregated-40.py311.nbi": b"compiled here",
-           "loop.run_aggregated-40.py311.1.nbc": b"own code"}
+    own = {
+        "loop.run_aggregated-40.py311.nbi": b"compiled here",
+        "loop.run_aggregated-40.py311.1.nbc": b"own code",
+    }
     for name, data in own.items():
         (placed / name).write_bytes(data)
-    files = dict(FILES, **{"emission.emit_rank-7.py311.nbi": b"i",
-                           "emission.emit_rank-7.py311.1.nbc": b"c",
-                           "emission.emit_rank-7.py311.2.nbc": b"d"})
+    files = dict(
+        FILES,
+        **{
+            "emission.emit_rank-7.py311.nbi": b"i",
+            "emission.emit_rank-7.py311.1.nbc": b"c",
+            "emission.emit_rank-7.py311.2.nbc": b"d",
+        },
+    )
     _prepare(tmp_path, kernels, files=files)
     assert _names(placed) == sorted(files)
     assert all((placed / n).read_bytes() == d for n, d in own.items())
@@ -102,16 +108,22 @@ def test_a_partly_compiled_subpath_gets_the_other_kernels_and_keeps_its_own(tmp_
     assert not (placed / "emission.emit_rank-7.py311.nbi").exists()
 
 
-@pytest.mark.parametrize("field, value", [("kernel_digest", "cd" * 32), ("numba", "0.0.1"),
-                                          ("python", "3.99"), ("cpu", "znver4")])
+@pytest.mark.parametrize(
+    "field, value",
+    [("kernel_digest", "cd" * 32), ("numba", "0.0.1"), ("python", "3.99"), ("cpu", "znver4")],
+)
 def test_archive_built_for_something_else_is_ignored(tmp_path, root, field, value):
     manifest = dict(_jit.prebuilt_manifest(DIGEST), **{field: value})
     assert _names(_prepare(tmp_path, _install(tmp_path, "a"), manifest=manifest)) == []
 
 
 def test_only_plain_cache_files_are_taken(tmp_path, root):
-    files = {"../escape.nbi": b"no", "sub/deeper.nbc": b"no", "notes.txt": b"no",
-             "ok-1.py311.nbi": b"yes"}
+    files = {
+        "../escape.nbi": b"no",
+        "sub/deeper.nbc": b"no",
+        "notes.txt": b"no",
+        "ok-1.py311.nbi": b"yes",
+    }
     assert _names(_prepare(tmp_path, _install(tmp_path, "a"), files=files)) == ["ok-1.py311.nbi"]
     assert not list(tmp_path.rglob("escape.nbi"))
 
@@ -135,9 +147,12 @@ def test_processes_seeding_at_once_leave_one_complete_copy(tmp_path, root):
     archive = _archive(tmp_path / "a.tar.gz", _jit.prebuilt_manifest(DIGEST), files)
     target = root / "numba" / DIGEST[:16] / _cache.install_subpath(_install(tmp_path, "a"))
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_seed_in_child,
-                         args=(str(target), str(archive), _jit.prebuilt_manifest(DIGEST)))
-             for _ in range(6)]
+    procs = [
+        ctx.Process(
+            target=_seed_in_child, args=(str(target), str(archive), _jit.prebuilt_manifest(DIGEST))
+        )
+        for _ in range(6)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -205,7 +220,8 @@ def test_shipped_archive_matches_these_kernel_sources():
     manifest, names = _shipped_manifest()
     assert manifest == _jit.prebuilt_manifest(_jit.kernel_digest()), (
         "kernels/prebuilt.tar.gz was built from other kernel sources: "
-        "run python bench/build_prebuilt.py")
+        "run python bench/build_prebuilt.py"
+    )
     assert any(n.startswith("loop.run_aggregated") for n in names)
     assert any(n.startswith("loop_pd.run_disaggregated") for n in names)
 
@@ -238,15 +254,29 @@ def test_a_second_install_at_another_path_loads_the_shipped_kernels(tmp_path):
     results = []
     for name in ("first", "second"):
         site = tmp_path / name
-        shutil.copytree(REPO / "aisim", site / "aisim",
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copytree(REPO / "kernels", site / "aisim" / "kernels",
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            REPO / "aisim", site / "aisim", ignore=shutil.ignore_patterns("__pycache__")
+        )
+        shutil.copytree(
+            REPO / "kernels",
+            site / "aisim" / "kernels",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
         (site / "aisim" / "data").symlink_to(REPO / "data")
-        out = subprocess.run([sys.executable, "-c", _PREDICT_AND_COUNT, str(site),
-                              str(REPO / "examples" / "quickstart.yaml")],
-                             env=dict(env, PYTHONPATH=str(site)), cwd=tmp_path,
-                             capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _PREDICT_AND_COUNT,
+                str(site),
+                str(REPO / "examples" / "quickstart.yaml"),
+            ],
+            env=dict(env, PYTHONPATH=str(site)),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     assert results[0]["cache"] == results[1]["cache"]

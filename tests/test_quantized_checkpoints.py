@@ -19,26 +19,44 @@ from aisim.prediction import run_prediction
 from tests.parity_rule import mismatches
 
 GOLDEN = Path(__file__).parent / "golden"
-BF16 = json.loads((Path(__file__).parent.parent / "data" / "models"
-                   / "Qwen--Qwen3-32B_config.json").read_text())
-BLOCK_FP8 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
-             "weight_block_size": [128, 128]}
+BF16 = json.loads(
+    (Path(__file__).parent.parent / "data" / "models" / "Qwen--Qwen3-32B_config.json").read_text()
+)
+BLOCK_FP8 = {
+    "activation_scheme": "dynamic",
+    "fmt": "e4m3",
+    "quant_method": "fp8",
+    "weight_block_size": [128, 128],
+}
 
 # (config.json changes, hf_quant_config.json or None, what the refusal names)
 DECLARATIONS = {
-    "block-fp8-weights": ({"quantization_config": BLOCK_FP8}, None,
-                          "weights fp8_block; declared in its config.json's quantization_config"),
+    "block-fp8-weights": (
+        {"quantization_config": BLOCK_FP8},
+        None,
+        "weights fp8_block; declared in its config.json's quantization_config",
+    ),
     "per-tensor-fp8": ({"quantization_config": {"quant_method": "fp8"}}, None, "weights fp8;"),
-    "kv-cache-scheme": ({"quantization_config": {"kv_cache_scheme": {"type": "float",
-                                                                     "num_bits": 8}}},
-                        None, "KV cache fp8;"),
-    "hf-quant-weights": ({}, {"quantization": {"quant_algo": "FP8"}},
-                         "weights fp8; declared in its hf_quant_config.json"),
-    "hf-quant-kv-only": ({}, {"quantization": {"kv_cache_quant_algo": "FP8"}},
-                         "KV cache fp8; declared in its hf_quant_config.json"),
-    "hf-quant-nvfp4": ({}, {"quantization": {"quant_algo": "NVFP4",
-                                             "kv_cache_quant_algo": "FP8"}},
-                       "weights nvfp4, KV cache fp8;"),
+    "kv-cache-scheme": (
+        {"quantization_config": {"kv_cache_scheme": {"type": "float", "num_bits": 8}}},
+        None,
+        "KV cache fp8;",
+    ),
+    "hf-quant-weights": (
+        {},
+        {"quantization": {"quant_algo": "FP8"}},
+        "weights fp8; declared in its hf_quant_config.json",
+    ),
+    "hf-quant-kv-only": (
+        {},
+        {"quantization": {"kv_cache_quant_algo": "FP8"}},
+        "KV cache fp8; declared in its hf_quant_config.json",
+    ),
+    "hf-quant-nvfp4": (
+        {},
+        {"quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8"}},
+        "weights nvfp4, KV cache fp8;",
+    ),
 }
 
 OP_LEVEL = """\
@@ -67,8 +85,12 @@ def _checkpoint(tmp_path: Path, changes: dict, hf_quant: dict | None) -> Path:
     return folder
 
 
-def _config(tmp_path: Path, model: str, timing: str = "{type: default}",
-            capacity: str = "{type: fixed, blocks: 4096}") -> Path:
+def _config(
+    tmp_path: Path,
+    model: str,
+    timing: str = "{type: default}",
+    capacity: str = "{type: fixed, blocks: 4096}",
+) -> Path:
     path = tmp_path / "c.yaml"
     text = OP_LEVEL.replace("MODEL", model).replace("TIMING", timing)
     path.write_text(text.replace("CAPACITY", capacity))
@@ -116,10 +138,15 @@ def test_what_is_not_a_quantization() -> None:
     nested = {**BF16, "text_config": {"quantization_config": BLOCK_FP8}}
     # a text model's nested text_config is not read; an explicit bf16 KV cache is the default
     assert checkpoint_quantization(nested, None)[:2] == ("", "")
-    assert checkpoint_quantization({"quantization_config": {"kv_cache_dtype": "bf16"}},
-                                   None)[:2] == ("", "bfloat16")
-    assert checkpoint_quantization({"quantization_config": {}},
-                                   {"quantization": {"quantization_algo": "FP8"}})[0] == ""
+    assert checkpoint_quantization({"quantization_config": {"kv_cache_dtype": "bf16"}}, None)[
+        :2
+    ] == ("", "bfloat16")
+    assert (
+        checkpoint_quantization(
+            {"quantization_config": {}}, {"quantization": {"quantization_algo": "FP8"}}
+        )[0]
+        == ""
+    )
     assert checkpoint_quantization({}, {"quantization": {"quantization_algo": "FP8"}})[0] == "fp8"
 
 

@@ -52,9 +52,17 @@ def _child(code: str, *args: str, fsize: int | None = None, **kw) -> subprocess.
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=setup, env=env, start_new_session=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=setup,
+        env=env,
+        start_new_session=True,
+        **kw,
+    )
 
 
 def _aisim(*args: str, fsize: int | None = None, timeout: float = 120):
@@ -72,8 +80,9 @@ def _wait_for(path: Path, p: subprocess.Popen, timeout: float = 60.0) -> None:
 
 
 def _files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 # --------------------------------------------------------------------------- results (2, 3, 13)
@@ -86,7 +95,8 @@ def test_interrupted_overwrite_keeps_the_earlier_results(tmp_path: Path) -> None
     assert _cli("predict", "-c", str(cfg), "-o", str(out), "--capture-per-request").exit_code == 0
     before = _files(out)
     marker = tmp_path / "writing"
-    p = _child(f"""
+    p = _child(
+        f"""
         import os, signal, sys, time
         from aisim.output import records
         batches = records.RequestRecords.batches
@@ -99,8 +109,17 @@ def test_interrupted_overwrite_keeps_the_earlier_results(tmp_path: Path) -> None
         records.RequestRecords.batches = slow
         from aisim.cli import main
         main(sys.argv[1:])
-        """, "predict", "-c", str(cfg), "-o", str(out), "--overwrite", "--capture-per-request",
-        "--set", "traffic.stop.requests=40")
+        """,
+        "predict",
+        "-c",
+        str(cfg),
+        "-o",
+        str(out),
+        "--overwrite",
+        "--capture-per-request",
+        "--set",
+        "traffic.stop.requests=40",
+    )
     _wait_for(marker, p)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=30)
@@ -117,9 +136,18 @@ def test_full_disk_writes_nothing_and_leaves_nothing(tmp_path: Path) -> None:
     assert _cli("predict", "-c", str(cfg), "-o", str(out)).exit_code == 0
     before = _files(out)
     for _ in range(2):
-        code, _out, err = _aisim("predict", "-c", str(cfg), "-o", str(out), "--overwrite",
-                                 "--capture-per-request", "--set", "traffic.stop.requests=400",
-                                 fsize=64 << 10)
+        code, _out, err = _aisim(
+            "predict",
+            "-c",
+            str(cfg),
+            "-o",
+            str(out),
+            "--overwrite",
+            "--capture-per-request",
+            "--set",
+            "traffic.stop.requests=400",
+            fsize=64 << 10,
+        )
         assert code == 2, err
         lines = err.strip().splitlines()
         assert len(lines) == 1 and "File too large" in lines[0], err
@@ -131,20 +159,25 @@ def test_full_disk_writes_nothing_and_leaves_nothing(tmp_path: Path) -> None:
 def test_staging_of_a_killed_run_is_removed_by_the_next(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     (out / f".aisim-staging-{dead}-x").mkdir()
     (out / f".aisim-staging-{dead}-x" / "prediction.json").write_text("{")
     (out / f".prediction.json.tmp{dead}").write_text("{")
     (out / "mine.txt").write_text("kept")
     assert _cli("predict", "-c", str(_cfg(tmp_path)), "-o", str(out)).exit_code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["mine.txt", "prediction.json",
-                                                     "prediction.sha256"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "mine.txt",
+        "prediction.json",
+        "prediction.sha256",
+    ]
 
 
 @pytest.mark.parametrize("kind", ["parent is a file", "dangling symlink", "proc", "proc child"])
-def test_unwritable_output_folder_is_refused_before_simulating(tmp_path: Path, monkeypatch,
-                                                               kind: str) -> None:
+def test_unwritable_output_folder_is_refused_before_simulating(
+    tmp_path: Path, monkeypatch, kind: str
+) -> None:
     import aisim.prediction
 
     def never(*args, **kwargs):
@@ -153,10 +186,15 @@ def test_unwritable_output_folder_is_refused_before_simulating(tmp_path: Path, m
     monkeypatch.setattr(aisim.prediction, "predict_config", never)
     (tmp_path / "afile").write_text("x")
     (tmp_path / "link").symlink_to(tmp_path / "nowhere" / "deeper")
-    target = {"parent is a file": tmp_path / "afile" / "out", "dangling symlink":
-              tmp_path / "link", "proc": Path("/proc"), "proc child": Path("/proc/aisim-x")}[kind]
-    line = _one_line_error(_cli("predict", "-c", str(_cfg(tmp_path)), "-o", str(target),
-                                "--overwrite"))
+    target = {
+        "parent is a file": tmp_path / "afile" / "out",
+        "dangling symlink": tmp_path / "link",
+        "proc": Path("/proc"),
+        "proc child": Path("/proc/aisim-x"),
+    }[kind]
+    line = _one_line_error(
+        _cli("predict", "-c", str(_cfg(tmp_path)), "-o", str(target), "--overwrite")
+    )
     assert line.startswith("aisim: error: --output-dir:")
     assert not (tmp_path / "nowhere").exists()
 
@@ -181,8 +219,16 @@ def test_streamed_records_give_the_whole_list_bytes(tmp_path: Path, monkeypatch)
     monkeypatch.setattr(write, "ROW_GROUP", 5)
     monkeypatch.setattr(rec.RequestRecords.batches, "__defaults__", (3,))
     out = tmp_path / "out"
-    res = _cli("predict", "-c", str(_cfg(tmp_path)), "-o", str(out), "--capture-per-request",
-               "--format", "json")
+    res = _cli(
+        "predict",
+        "-c",
+        str(_cfg(tmp_path)),
+        "-o",
+        str(out),
+        "--capture-per-request",
+        "--format",
+        "json",
+    )
     assert res.exit_code == 0, res.output
     lines = (out / "requests.jsonl").read_text().splitlines()
     records = [json.loads(ln) for ln in lines]
@@ -190,8 +236,9 @@ def test_streamed_records_give_the_whole_list_bytes(tmp_path: Path, monkeypatch)
     assert lines == [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in records]
     pred = json.loads((out / "prediction.json").read_text())
     assert pred["per_request"] == records
-    assert (out / "prediction.json").read_text() == json.dumps(pred, indent=2,
-                                                               sort_keys=True) + "\n"
+    assert (out / "prediction.json").read_text() == json.dumps(
+        pred, indent=2, sort_keys=True
+    ) + "\n"
     assert (out / "prediction.sha256").read_text().strip() == prediction_sha256(pred)
     table = pq.read_table(out / "requests.parquet")
     assert table.column("session_id").to_pylist() == [r["session_id"] for r in records]
@@ -209,11 +256,12 @@ def test_streamed_parquet_has_the_bytes_of_the_whole_table(tmp_path: Path) -> No
 
     result = aisim.predict(BASE, capture_requests=True)
     seed = list(result.records)
-    records = [dict(seed[i % len(seed)], request_index=i, session_id=f"session_{i}")
-               for i in range(70_000)]
+    records = [
+        dict(seed[i % len(seed)], request_index=i, session_id=f"session_{i}") for i in range(70_000)
+    ]
     parquet = RequestsParquet(tmp_path / "requests.parquet", result.provenance)
     for start in range(0, len(records), BATCH):
-        parquet.add(records[start:start + BATCH])
+        parquet.add(records[start : start + BATCH])
     parquet.close()
     whole = table_bytes(requests_table(records, result.provenance))
     assert (tmp_path / "requests.parquet").read_bytes() == whole
@@ -222,19 +270,23 @@ def test_streamed_parquet_has_the_bytes_of_the_whole_table(tmp_path: Path) -> No
 # --------------------------------------------------------------------------- bounds (6, 7, 9)
 
 
-@pytest.mark.parametrize("override,fragment", [
-    ("traffic.source.output_tokens=1000000000000000000000000000000", "64-bit integer"),
-    (f"{W}.parallelism.replicas=18446744073709551616", "64-bit integer"),
-    (f"{W}.kv_cache.capacity.blocks=1000000000000", "KV block ids"),
-    (f"{W}.parallelism.replicas=2147483648", "parallelism.replicas"),
-    ("traffic.stop.requests=3000000000", "traffic.stop.requests"),
-    (f"{W}.kv_cache.capacity.blocks=2000000000", "GiB"),
-    ("traffic.stop.requests=2000000000", "grows with traffic.stop.requests"),
-    (f"{W}.timing.decode_ms=1.0e+13", "timing.decode_ms"),
-    (f"{W}.timing.prefill_ms=9.3e+12", "a pass can last"),
-])
-def test_deployment_bounds_are_refused_before_allocating(tmp_path: Path, override: str,
-                                                         fragment: str) -> None:
+@pytest.mark.parametrize(
+    "override,fragment",
+    [
+        ("traffic.source.output_tokens=1000000000000000000000000000000", "64-bit integer"),
+        (f"{W}.parallelism.replicas=18446744073709551616", "64-bit integer"),
+        (f"{W}.kv_cache.capacity.blocks=1000000000000", "KV block ids"),
+        (f"{W}.parallelism.replicas=2147483648", "parallelism.replicas"),
+        ("traffic.stop.requests=3000000000", "traffic.stop.requests"),
+        (f"{W}.kv_cache.capacity.blocks=2000000000", "GiB"),
+        ("traffic.stop.requests=2000000000", "grows with traffic.stop.requests"),
+        (f"{W}.timing.decode_ms=1.0e+13", "timing.decode_ms"),
+        (f"{W}.timing.prefill_ms=9.3e+12", "a pass can last"),
+    ],
+)
+def test_deployment_bounds_are_refused_before_allocating(
+    tmp_path: Path, override: str, fragment: str
+) -> None:
     cfg = str(_cfg(tmp_path))
     for command in ("validate", "predict"):
         line = _one_line_error(_cli(command, "-c", cfg, "--set", override))
@@ -242,8 +294,15 @@ def test_deployment_bounds_are_refused_before_allocating(tmp_path: Path, overrid
 
 
 def test_pass_times_inside_the_range_still_run(tmp_path: Path) -> None:
-    res = _cli("predict", "-c", str(_cfg(tmp_path)), "--set", f"{W}.timing.decode_ms=1.0e+12",
-               "--format", "json")
+    res = _cli(
+        "predict",
+        "-c",
+        str(_cfg(tmp_path)),
+        "--set",
+        f"{W}.timing.decode_ms=1.0e+12",
+        "--format",
+        "json",
+    )
     assert res.exit_code == 0
     pred = json.loads(res.output.splitlines()[-1])
     # past 1e12 ms the float ms clock resolves ~0.2 us, so the 7.3 ms prefill reads as
@@ -252,8 +311,7 @@ def test_pass_times_inside_the_range_still_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("blocks", [1, 3, 4])
-def test_validate_and_predict_agree_on_a_pool_no_prompt_fits(tmp_path: Path,
-                                                             blocks: int) -> None:
+def test_validate_and_predict_agree_on_a_pool_no_prompt_fits(tmp_path: Path, blocks: int) -> None:
     """64-token prompts in 16-token blocks need 4 blocks: 1-3 reject every request (predict
     exits 1 with its outputs, as AISimulate does; validate says so, exit 1); 4 cannot finish
     one (both refuse, exit 2)."""
@@ -269,7 +327,9 @@ def test_validate_and_predict_agree_on_a_pool_no_prompt_fits(tmp_path: Path,
 
 # --------------------------------------------------------------------------- parsing (8, 10)
 
-BOMB = BASE.replace("load: {type: concurrency, concurrency: 4}", """load:
+BOMB = BASE.replace(
+    "load: {type: concurrency, concurrency: 4}",
+    """load:
     type: concurrency
     concurrency:
       - &a [x, x, x, x, x, x, x, x, x, x]
@@ -279,15 +339,19 @@ BOMB = BASE.replace("load: {type: concurrency, concurrency: 4}", """load:
       - &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]
       - &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]
       - &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]
-      - [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]""")
+      - [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]""",
+)
 
 
-@pytest.mark.parametrize("text,fragment", [
-    (BOMB, "through its aliases"),
-    ("traffic: " + "[" * 100000 + "]" * 100000 + "\n", "nests deeper"),
-    ("traffic: " + "[" * 150 + "]" * 150 + "\n", "nests deeper"),
-    ("a: " + "x" * (5 << 20) + "\n", "is not a config"),
-])
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        (BOMB, "through its aliases"),
+        ("traffic: " + "[" * 100000 + "]" * 100000 + "\n", "nests deeper"),
+        ("traffic: " + "[" * 150 + "]" * 150 + "\n", "nests deeper"),
+        ("a: " + "x" * (5 << 20) + "\n", "is not a config"),
+    ],
+)
 def test_bounded_parsing(tmp_path: Path, text: str, fragment: str) -> None:
     t0 = time.monotonic()
     line = _one_line_error(_cli("validate", "-c", str(_cfg(tmp_path, text))))
@@ -302,9 +366,8 @@ def test_a_small_alias_whose_value_is_wrong_is_quoted_briefly(tmp_path: Path) ->
 
 
 def test_missing_traffic_section_runs_the_default_with_a_note(tmp_path: Path) -> None:
-    text = BASE[BASE.index("engine:"):]
-    res = CliRunner().invoke(main, ["predict", "-c", str(_cfg(tmp_path, text)),
-                                                    "--format", "json"])
+    text = BASE[BASE.index("engine:") :]
+    res = CliRunner().invoke(main, ["predict", "-c", str(_cfg(tmp_path, text)), "--format", "json"])
     assert res.exit_code == 0
     assert json.loads(res.stdout.splitlines()[-1])["num_requests"] == 100
     assert "no traffic: section" in res.stderr and "100 synthetic requests" in res.stderr
@@ -312,16 +375,21 @@ def test_missing_traffic_section_runs_the_default_with_a_note(tmp_path: Path) ->
 
 # --------------------------------------------------------------------------- traces (11, 12)
 
-TRACE = BASE.replace(
-    "source: {type: synthetic, input_tokens: 64, output_tokens: 8}",
-    "source: {type: trace, paths: [trace.jsonl], format: mooncake, block_size: 16}").replace(
-    "load: {type: concurrency, concurrency: 4}", "load: {type: trace_timestamps}").replace(
-    "  stop: {requests: 12}\n", "")
+TRACE = (
+    BASE.replace(
+        "source: {type: synthetic, input_tokens: 64, output_tokens: 8}",
+        "source: {type: trace, paths: [trace.jsonl], format: mooncake, block_size: 16}",
+    )
+    .replace("load: {type: concurrency, concurrency: 4}", "load: {type: trace_timestamps}")
+    .replace("  stop: {requests: 12}\n", "")
+)
 
 
 def _rows() -> list[dict]:
-    return [{"timestamp": 10 * i, "input_length": 40, "output_length": 5, "hash_ids": [1, 2, 3]}
-            for i in range(4)]
+    return [
+        {"timestamp": 10 * i, "input_length": 40, "output_length": 5, "hash_ids": [1, 2, 3]}
+        for i in range(4)
+    ]
 
 
 def _trace(tmp_path: Path, lines: list[str]) -> str:
@@ -336,23 +404,44 @@ def _lines(edit=None) -> list[str]:
     return [json.dumps(r) for r in rows]
 
 
-@pytest.mark.parametrize("name,lines,fragment", [
-    ("negative input_length", _lines(lambda r: r[1].update(input_length=-5)),
-     ":2: input_length must be a positive integer"),
-    ("NaN timestamp", [ln.replace('"timestamp": 10,', '"timestamp": NaN,') for ln in _lines()],
-     ":2: timestamp must be a number"),
-    ("timestamp 1e300", _lines(lambda r: r[2].update(timestamp=1e300)),
-     ":3: timestamp 1e+300 ms"),
-    ("two objects on one line", [_lines()[0] + _lines()[1], *_lines()[2:]],
-     ":1: not a JSON object (Extra data)"),
-    ("deep brackets", [*_lines()[:2], "[" * 100000 + "]" * 100000, *_lines()[2:]],
-     ":3: nested too deeply"),
-    ("huge output_length", _lines(lambda r: r[3].update(output_length=2**70)),
-     ":4: output_length must be a positive integer up to"),
-])
-def test_lenient_trace_reads_are_refused_by_validate_and_predict(tmp_path: Path, name: str,
-                                                                 lines: list[str],
-                                                                 fragment: str) -> None:
+@pytest.mark.parametrize(
+    "name,lines,fragment",
+    [
+        (
+            "negative input_length",
+            _lines(lambda r: r[1].update(input_length=-5)),
+            ":2: input_length must be a positive integer",
+        ),
+        (
+            "NaN timestamp",
+            [ln.replace('"timestamp": 10,', '"timestamp": NaN,') for ln in _lines()],
+            ":2: timestamp must be a number",
+        ),
+        (
+            "timestamp 1e300",
+            _lines(lambda r: r[2].update(timestamp=1e300)),
+            ":3: timestamp 1e+300 ms",
+        ),
+        (
+            "two objects on one line",
+            [_lines()[0] + _lines()[1], *_lines()[2:]],
+            ":1: not a JSON object (Extra data)",
+        ),
+        (
+            "deep brackets",
+            [*_lines()[:2], "[" * 100000 + "]" * 100000, *_lines()[2:]],
+            ":3: nested too deeply",
+        ),
+        (
+            "huge output_length",
+            _lines(lambda r: r[3].update(output_length=2**70)),
+            ":4: output_length must be a positive integer up to",
+        ),
+    ],
+)
+def test_lenient_trace_reads_are_refused_by_validate_and_predict(
+    tmp_path: Path, name: str, lines: list[str], fragment: str
+) -> None:
     cfg = _trace(tmp_path, lines)
     for command in ("validate", "predict"):
         line = _one_line_error(_cli(command, "-c", cfg))
@@ -360,8 +449,7 @@ def test_lenient_trace_reads_are_refused_by_validate_and_predict(tmp_path: Path,
 
 
 def test_out_of_order_rows_are_replayed_with_a_note(tmp_path: Path) -> None:
-    cfg = _trace(tmp_path, _lines(lambda r: (r[0].update(timestamp=25), r[2].update(
-        timestamp=0))))
+    cfg = _trace(tmp_path, _lines(lambda r: (r[0].update(timestamp=25), r[2].update(timestamp=0))))
     res = CliRunner().invoke(main, ["validate", "-c", cfg])
     assert res.exit_code == 0
     assert "2 of 4 rows carry a timestamp earlier than a row above them" in res.stderr

@@ -41,8 +41,7 @@ def test_request_state_does_not_grow_with_output_tokens() -> None:
     base, _ = random_case(3)
     sizes = []
     for output in (16, 4096):
-        spec = dataclasses.replace(base, num_requests=32, output_tokens=output,
-                                   max_model_len=None)
+        spec = dataclasses.replace(base, num_requests=32, output_tokens=output, max_model_len=None)
         result = simulate(spec, synthetic(spec))
         sizes.append(sum(a.nbytes for a in result.req))
     assert sizes[0] == sizes[1]

@@ -53,12 +53,28 @@ def _assert_row_is_prediction(table, row: dict, pred: dict) -> None:
 def test_grid_rows_equal_lone_runs_and_failures_are_recorded(tmp_path: Path) -> None:
     cfg = _base(tmp_path)
     out = tmp_path / "sw"
-    _sweep("-c", str(cfg), "--grid", f"{CONC}=1,5,0", "--grid", f"{MBT}=512,1024",
-           "-o", str(out), "--jobs", "2")
+    _sweep(
+        "-c",
+        str(cfg),
+        "--grid",
+        f"{CONC}=1,5,0",
+        "--grid",
+        f"{MBT}=512,1024",
+        "-o",
+        str(out),
+        "--jobs",
+        "2",
+    )
     table = pq.read_table(out / "sweep.parquet")
     rows = table.to_pylist()
     assert [(r[CONC], r[MBT]) for r in rows] == [
-        (1, 512), (1, 1024), (5, 512), (5, 1024), (0, 512), (0, 1024)]
+        (1, 512),
+        (1, 1024),
+        (5, 512),
+        (5, 1024),
+        (0, 512),
+        (0, 1024),
+    ]
     assert table.schema.field(CONC).type == "int64"
     assert [r["status"] for r in rows] == ["ok"] * 4 + ["error"] * 2
     assert "concurrency" in rows[-1]["error"] and rows[-1]["mean_ttft_ms"] is None
@@ -99,12 +115,22 @@ zip:
   traffic.source.output_tokens: [16, 8]
 """)
     out = tmp_path / "sw"
-    _sweep("-c", str(cfg), "--sweep-file", str(spec), "-o", str(out), "--jobs", "1",
-           "--capture-per-request")
+    _sweep(
+        "-c",
+        str(cfg),
+        "--sweep-file",
+        str(spec),
+        "-o",
+        str(out),
+        "--jobs",
+        "1",
+        "--capture-per-request",
+    )
     table = pq.read_table(out / "sweep.parquet")
     rows = table.to_pylist()
-    assert [(r[CONC], r["traffic.source.input_tokens"], r["traffic.source.output_tokens"])
-            for r in rows] == [(2, 128, 16), (2, 256, 8), (6, 128, 16), (6, 256, 8)]
+    assert [
+        (r[CONC], r["traffic.source.input_tokens"], r["traffic.source.output_tokens"]) for r in rows
+    ] == [(2, 128, 16), (2, 256, 8), (6, 128, 16), (6, 256, 8)]
     import pyarrow.dataset as ds
 
     dataset = ds.dataset(out / "requests", format="parquet", partitioning="hive")
@@ -112,11 +138,15 @@ zip:
     assert reqs.num_rows == 4 * 48
     assert set(reqs.column("point_id").to_pylist()) == {r["point_id"] for r in rows}
     duckdb = pytest.importorskip("duckdb", reason="duckdb comes with the [test] extra")
-    joined = duckdb.connect().execute(f"""
+    joined = (
+        duckdb.connect()
+        .execute(f"""
         select any_value(s.point_index), avg(r.ttft_ms), any_value(s.mean_ttft_ms)
         from read_parquet('{out}/requests/*/*.parquet', hive_partitioning = true) r
-        join '{out / 'sweep.parquet'}' s using (point_id) group by point_id order by 1
-        """).fetchall()
+        join '{out / "sweep.parquet"}' s using (point_id) group by point_id order by 1
+        """)
+        .fetchall()
+    )
     assert [j[0] for j in joined] == [0, 1, 2, 3]
     for _, mean_req, mean_summary in joined:
         assert mean_req == pytest.approx(mean_summary, rel=1e-12)
@@ -127,8 +157,7 @@ def test_bad_sweep_input_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("zip:\n  a.b: [1, 2]\n  c.d: [1]\n")
     for args in (["--grid", "traffic.load.concurrency"], ["--sweep-file", str(bad)], []):
-        res = CliRunner().invoke(main, ["sweep", "-c", str(cfg), "-o", str(tmp_path / "x"),
-                                        *args])
+        res = CliRunner().invoke(main, ["sweep", "-c", str(cfg), "-o", str(tmp_path / "x"), *args])
         assert res.exit_code == 2, res.output
         assert res.output.count("\n") == 1 and "Traceback" not in res.output
     assert not (tmp_path / "x" / "sweep.parquet").exists()
@@ -177,7 +206,8 @@ def test_a_path_swept_twice_is_refused() -> None:
 
 ray_missing = pytest.mark.skipif(
     __import__("importlib").util.find_spec("ray") is None,
-    reason="Ray is not installed: pip install -e '.[ray]' (CI installs it with [test])")
+    reason="Ray is not installed: pip install -e '.[ray]' (CI installs it with [test])",
+)
 
 
 @ray_missing

@@ -35,27 +35,40 @@ def check_transfer_policy(value: Any, path: str) -> None:
                 f"unknown transfer kind{'/preset' if isinstance(value, str) else ''} {token!r}",
                 value if isinstance(value, str) else list(value),
                 f"kinds: {', '.join(TRANSFER_KINDS)}"
-                + (f"; presets: {', '.join(TRANSFER_PRESETS)}" if isinstance(value, str) else
-                   " (a list takes kinds only)"),
+                + (
+                    f"; presets: {', '.join(TRANSFER_PRESETS)}"
+                    if isinstance(value, str)
+                    else " (a list takes kinds only)"
+                ),
             )
 
 
 ESTIMATOR_CONFIG_DEFAULTS: dict[str, Any] = {
-    "features": {"attention_kv_weight": 1.0, "prefill_attention_pair_weight": 1.0,
-                 "ffn_token_weight": 1.0},
+    "features": {
+        "attention_kv_weight": 1.0,
+        "prefill_attention_pair_weight": 1.0,
+        "ffn_token_weight": 1.0,
+    },
     "op_level": {},
     "fpm_interpolation": {"method": "sol"},
     "fpm_regression": {
         "sampling": {"bins_per_axis": [4, 4], "max_observations": 64},
         "min_observations": 5,
-        "fit": {"kind": "standardized_nnls", "singular_ridge_scale": 1e-09,
-                "rebuild_interval": None},
+        "fit": {
+            "kind": "standardized_nnls",
+            "singular_ridge_scale": 1e-09,
+            "rebuild_interval": None,
+        },
     },
     "correction": {
-        "enabled": True, "feature_space": "legacy_workload",
+        "enabled": True,
+        "feature_space": "legacy_workload",
         "sampling": {"bins_per_axis": [4, 4], "max_observations": 64},
-        "min_observations": 5, "factor_bounds": {"min": 0.5, "max": 2.0},
-        "max_num_tokens": 8192, "max_batch_size": 512, "max_kv_tokens": 2000000,
+        "min_observations": 5,
+        "factor_bounds": {"min": 0.5, "max": 2.0},
+        "max_num_tokens": 8192,
+        "max_batch_size": 512,
+        "max_kv_tokens": 2000000,
     },
 }
 """AISimulate 0.13's resolved estimator_config (the same for every model, backend and database
@@ -67,11 +80,14 @@ def is_default_estimator_config(value: Any, defaults: Any = ESTIMATOR_CONFIG_DEF
     if isinstance(value, Mapping):
         return isinstance(defaults, Mapping) and all(
             key in defaults and is_default_estimator_config(item, defaults[key])
-            for key, item in value.items())
+            for key, item in value.items()
+        )
     if isinstance(value, list | tuple):
-        return (isinstance(defaults, list | tuple) and len(value) == len(defaults)
-                and all(is_default_estimator_config(a, b)
-                        for a, b in zip(value, defaults, strict=True)))
+        return (
+            isinstance(defaults, list | tuple)
+            and len(value) == len(defaults)
+            and all(is_default_estimator_config(a, b) for a, b in zip(value, defaults, strict=True))
+        )
     if isinstance(value, bool) or isinstance(defaults, bool):
         return value is defaults
     return value == defaults
@@ -81,4 +97,6 @@ def is_packaged_systems_root(entry: str) -> bool:
     """'default', or a path to AISimulate's own packaged database (<site-packages>/
     aisimulate_core/systems), which is what aisim's op-time tables were compiled from."""
     return entry.strip().lower() == "default" or PurePath(entry).parts[-2:] == (
-        "aisimulate_core", "systems")
+        "aisimulate_core",
+        "systems",
+    )

@@ -49,16 +49,16 @@ _NOTE = "is not available yet in aisim"
 
 _FIXES = {
     "moe_controls_dense": "AISimulate refuses it too (EPLB and wide-EP slots need an MoE "
-                          "model); remove it",
+    "model); remove it",
     "moe_backend": "AISimulate 0.13 takes it with backend sglang only",
     "estimator_options": "leave it out, or keep the values `aisimulate recommend` writes "
-                         "(AISimulate's defaults and its packaged database)",
+    "(AISimulate's defaults and its packaged database)",
     "default_capacity": "set capacity: {type: fixed, blocks: N}",
     "op_level_timing": "it comes with the op-time table",
     "backend_version": "op-level timing prices the 'current' version (or null); fixed or "
-                       "polynomial timing take it, as they read no performance data",
+    "polynomial timing take it, as they read no performance data",
     "checkpoint_quantization": "use the unquantized (BF16) checkpoint, or fixed / polynomial "
-                               "timing with a fixed KV capacity (they do not read the precision)",
+    "timing with a fixed KV capacity (they do not read the precision)",
 }
 
 
@@ -91,9 +91,10 @@ def _unpriced_quantization(cfg: Config) -> str | None:
     (oracle runs of Qwen3-32B / -FP8 / hf_quant_config variants). Of the quantized checkpoints
     only DeepSeek's fp8_block ones are priced op by op (goldens dsv3-*, dsr1-*, dsv32-*).
     """
-    if not any(isinstance(w.timing, DefaultTiming) or isinstance(w.kv_cache.capacity,
-                                                                  DefaultCapacity)
-               for w in cfg.engine.workers.values()):
+    if not any(
+        isinstance(w.timing, DefaultTiming) or isinstance(w.kv_cache.capacity, DefaultCapacity)
+        for w in cfg.engine.workers.values()
+    ):
         return None
     model = _model(cfg)
     if model is None or not (model.weight_quant or model.kv_cache_quant not in ("", "bfloat16")):
@@ -103,8 +104,11 @@ def _unpriced_quantization(cfg: Config) -> str | None:
     parts = [f"weights {model.weight_quant}"] if model.weight_quant else []
     if model.kv_cache_quant:
         parts.append(f"KV cache {model.kv_cache_quant}")
-    where = ("its config.json's quantization_config" if model.quant_source == "quantization_config"
-             else f"its {model.quant_source}")
+    where = (
+        "its config.json's quantization_config"
+        if model.quant_source == "quantization_config"
+        else f"its {model.quant_source}"
+    )
     return f"a quantized checkpoint ({', '.join(parts)}; declared in {where})"
 
 
@@ -145,8 +149,10 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         yield "moe_backend", "engine.moe_backend", what
     # EPLB and wide-EP slots: AISimulate 0.13 accepts them on vLLM / TRT-LLM MoE models and
     # prices exactly as without them; a dense model is refused
-    for key, what in (("enable_eplb", "expert load balancing"),
-                      ("wideep_num_slots", "wide-EP expert slots")):
+    for key, what in (
+        ("enable_eplb", "expert load balancing"),
+        ("wideep_num_slots", "wide-EP expert slots"),
+    ):
         if getattr(eng, key) not in (None, False) and not _is_moe(cfg):
             yield "moe_controls_dense", f"engine.{key}", f"{what} on a model without experts"
     if eng.fpm_profile is not None:
@@ -179,11 +185,13 @@ def _estimator_options(section, base: str) -> Iterator[tuple[str, str, str]]:
         roots.append(section.systems_path)
     key = "systems_paths" if getattr(section, "systems_paths", None) else "systems_path"
     if any(not is_packaged_systems_root(root) for root in roots):
-        yield ("estimator_options", f"{base}.{key}",
-               "performance data outside AISimulate's packaged database")
+        yield (
+            "estimator_options",
+            f"{base}.{key}",
+            "performance data outside AISimulate's packaged database",
+        )
     if section.estimator_config and not is_default_estimator_config(section.estimator_config):
-        yield ("estimator_options", f"{base}.estimator_config",
-               "a non-default estimator_config")
+        yield ("estimator_options", f"{base}.estimator_config", "a non-default estimator_config")
 
 
 def _timing_features(timing: DefaultTiming, base: str) -> Iterator[tuple[str, str, str]]:
@@ -191,12 +199,21 @@ def _timing_features(timing: DefaultTiming, base: str) -> Iterator[tuple[str, st
     if timing.forward_model != "op_level":
         yield "fpm_estimation", f"{base}.forward_model", "forward-pass-model timing ('fpm')"
     if timing.estimation_mode not in (None, "auto", "op_level"):
-        yield ("fpm_estimation", f"{base}.estimation_mode",
-               f"estimation mode {timing.estimation_mode!r}")
+        yield (
+            "fpm_estimation",
+            f"{base}.estimation_mode",
+            f"estimation mode {timing.estimation_mode!r}",
+        )
     if timing.database_mode not in (None, "SILICON", "SOL"):
         yield "database_mode", f"{base}.database_mode", f"database mode {timing.database_mode!r}"
-    for key in ("gemm_quant_mode", "moe_quant_mode", "kvcache_quant_mode", "fmha_quant_mode",
-                "comm_quant_mode", "attention_backend"):
+    for key in (
+        "gemm_quant_mode",
+        "moe_quant_mode",
+        "kvcache_quant_mode",
+        "fmha_quant_mode",
+        "comm_quant_mode",
+        "attention_backend",
+    ):
         if getattr(timing, key) is not None:
             yield "timing_identity", f"{base}.{key}", f"an override of {key}"
     yield from _estimator_options(timing, base)

@@ -97,16 +97,20 @@ def _check_size(node: yaml.Node, source: str) -> None:
             if size[key] > MAX_VALUES:
                 raise ConfigError(
                     f"{source}: the YAML expands to more than {MAX_VALUES:,} values through "
-                    "its aliases (*name); a config needs far fewer, write the values out")
+                    "its aliases (*name); a config needs far fewer, write the values out"
+                )
             continue
         if key in size:
             continue
         if key in on_path:
-            raise ConfigError(f"{source}: a YAML alias refers to a value that contains it; "
-                              "a config cannot be recursive")
+            raise ConfigError(
+                f"{source}: a YAML alias refers to a value that contains it; "
+                "a config cannot be recursive"
+            )
         if depth > MAX_DEPTH:
-            raise ConfigError(f"{source}: the YAML nests deeper than {MAX_DEPTH} levels; a "
-                              "config needs far fewer")
+            raise ConfigError(
+                f"{source}: the YAML nests deeper than {MAX_DEPTH} levels; a config needs far fewer"
+            )
         on_path.add(key)
         stack.append((n, depth, True))
         stack.extend((c, depth + 1, False) for c in children if id(c) not in size)
@@ -129,15 +133,18 @@ def parse_yaml(text: str, source: str, what: str = "YAML") -> Any:
     error message walk for ever.
     """
     if len(text) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{source}: {len(text):,} characters is not a config (the limit is "
-                          f"{MAX_CONFIG_BYTES:,}); give the YAML config file")
+        raise ConfigError(
+            f"{source}: {len(text):,} characters is not a config (the limit is "
+            f"{MAX_CONFIG_BYTES:,}); give the YAML config file"
+        )
     loader = yaml.SafeLoader(text)
     try:
         try:
             node = loader.get_single_node()
         except RecursionError:
-            raise ConfigError(f"{source}: the YAML nests deeper than {MAX_DEPTH} levels; a "
-                              "config needs far fewer") from None
+            raise ConfigError(
+                f"{source}: the YAML nests deeper than {MAX_DEPTH} levels; a config needs far fewer"
+            ) from None
         if node is None:
             return None
         _check_size(node, source)
@@ -207,8 +214,11 @@ def apply_overrides(
             raise ConfigError(
                 f"{source}: --set {_quoted(flag)}: '{keys[0]}' is not part of a predict config"
             )
-        value = (parse_yaml(text, f"{source}: --set {_quoted(flag)}", what="YAML value")
-                 if text.strip() else None)
+        value = (
+            parse_yaml(text, f"{source}: --set {_quoted(flag)}", what="YAML value")
+            if text.strip()
+            else None
+        )
         _set_path(result, keys, value, flag, source)
     return result
 
@@ -217,8 +227,10 @@ def _note_defaults(raw: Mapping[str, Any], source: str) -> None:
     if isinstance(raw, Mapping) and "traffic" not in raw:
         from aisim.errors import note
 
-        note(f"{source} has no traffic: section, so it runs AISimulate's default workload: 100 "
-             "synthetic requests of 1024 prompt and 128 output tokens at concurrency 10")
+        note(
+            f"{source} has no traffic: section, so it runs AISimulate's default workload: 100 "
+            "synthetic requests of 1024 prompt and 128 output tokens at concurrency 10"
+        )
 
 
 def parse_config(

@@ -127,20 +127,39 @@ def _agentic_options(load: TraceTimestampsLoad, path: str) -> None:
     """AISimulate's dependencies between the agentic replay options: each one is meaningless
     (and refused) without the one it builds on, down to agentic_lanes."""
     needs = (
-        ("agentic_profile", load.agentic_profile is not None, "agentic_snapshot",
-         load.agentic_snapshot is not None),
-        ("agentic_warmup", load.agentic_warmup, "agentic_snapshot",
-         load.agentic_snapshot is not None),
-        ("agentic_warmup_policy", load.agentic_warmup_policy == "live_trajectory_v1",
-         "agentic_warmup and agentic_profile",
-         load.agentic_warmup and load.agentic_profile is not None),
-        ("agentic_snapshot", load.agentic_snapshot is not None, "agentic_lanes",
-         load.agentic_lanes is not None),
+        (
+            "agentic_profile",
+            load.agentic_profile is not None,
+            "agentic_snapshot",
+            load.agentic_snapshot is not None,
+        ),
+        (
+            "agentic_warmup",
+            load.agentic_warmup,
+            "agentic_snapshot",
+            load.agentic_snapshot is not None,
+        ),
+        (
+            "agentic_warmup_policy",
+            load.agentic_warmup_policy == "live_trajectory_v1",
+            "agentic_warmup and agentic_profile",
+            load.agentic_warmup and load.agentic_profile is not None,
+        ),
+        (
+            "agentic_snapshot",
+            load.agentic_snapshot is not None,
+            "agentic_lanes",
+            load.agentic_lanes is not None,
+        ),
     )
     for key, given, requirement, met in needs:
         if given and not met:
-            raise Invalid(join(path, key), f"requires {requirement}", getattr(load, key),
-                          "agentic replay options need an agentic trace format and its lanes")
+            raise Invalid(
+                join(path, key),
+                f"requires {requirement}",
+                getattr(load, key),
+                "agentic replay options need an agentic trace format and its lanes",
+            )
 
 
 @hook(Traffic)
@@ -425,13 +444,17 @@ def _engine(v: dict[str, Any], raw: Mapping[str, Any], path: str, ctx: Ctx) -> N
     check_transfer_policy(v["transfer_policy"], join(path, "transfer_policy"))
     one, many = v["systems_path"], v["systems_paths"]
     if one is not None and many is not None and tuple(many) != (one,):
-        raise Invalid(join(path, "systems_path"), "conflicts with systems_paths", one,
-                      "give one of the two")
+        raise Invalid(
+            join(path, "systems_path"), "conflicts with systems_paths", one, "give one of the two"
+        )
     if v["decoder_replay"]:
         # AISimulate 0.13 replays decoders only for DeepSeek-V4.1-Flash on SGLang
-        raise Invalid(join(path, "decoder_replay"),
-                      "requires model 'deepseek-ai/DeepSeek-V4.1-Flash' and backend 'sglang'",
-                      True, "remove it")
+        raise Invalid(
+            join(path, "decoder_replay"),
+            "requires model 'deepseek-ai/DeepSeek-V4.1-Flash' and backend 'sglang'",
+            True,
+            "remove it",
+        )
     nextn, accepted = v["nextn"], v["nextn_accepted"]
     acc_path = join(path, "nextn_accepted")
     if nextn > 0 and accepted is None:

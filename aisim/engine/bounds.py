@@ -39,8 +39,18 @@ def _state_fields() -> list:
     """Every array one aggregated run allocates (aisim.state.allocate)."""
     from aisim import state as st
 
-    return [f for fields in (st.REQUEST_FIELDS, st.RANK_FIELDS, st.BLOCK_FIELDS,
-                             st.WORKER_FIELDS, st.STATS_FIELDS, st.LOG_FIELDS) for f in fields]
+    return [
+        f
+        for fields in (
+            st.REQUEST_FIELDS,
+            st.RANK_FIELDS,
+            st.BLOCK_FIELDS,
+            st.WORKER_FIELDS,
+            st.STATS_FIELDS,
+            st.LOG_FIELDS,
+        )
+        for f in fields
+    ]
 
 
 def _state_bytes(dims: dict[str, int]) -> tuple[int, object]:
@@ -65,13 +75,18 @@ def _itemsize(dtype) -> int:
 
 # which config field sets each dimension of the state, for the message (N: the request count,
 # named by the caller)
-_DIM_FIELDS = {"R": "parallelism.replicas", "B": "kv_cache.capacity.blocks",
-               "S": "scheduler.max_sequences", "K": "request length",
-               "M": "kv_cache.capacity.blocks"}  # M: the block hash map, 2x the blocks
+_DIM_FIELDS = {
+    "R": "parallelism.replicas",
+    "B": "kv_cache.capacity.blocks",
+    "S": "scheduler.max_sequences",
+    "K": "request length",
+    "M": "kv_cache.capacity.blocks",
+}  # M: the block hash map, 2x the blocks
 
 
-def check_state_fits(spec, n_requests: int, longest_tokens: int, where: str,
-                     requests_field: str) -> None:
+def check_state_fits(
+    spec, n_requests: int, longest_tokens: int, where: str, requests_field: str
+) -> None:
     """Refuse a run whose state cannot be indexed by the kernels or held in memory.
 
     `where` prefixes the message (the config file); `requests_field` names what sets the
@@ -79,32 +94,47 @@ def check_state_fits(spec, n_requests: int, longest_tokens: int, where: str,
     role = f"engine.workers.{spec.role}"
     ranks = spec.replicas * spec.dp_size
     if n_requests > INDEX_MAX:
-        raise ConfigError(f"{where}: {requests_field}: {n_requests:,} requests exceed the "
-                          f"{INDEX_MAX:,} a run can index; split the workload")
+        raise ConfigError(
+            f"{where}: {requests_field}: {n_requests:,} requests exceed the "
+            f"{INDEX_MAX:,} a run can index; split the workload"
+        )
     if ranks * spec.num_blocks > INDEX_MAX and ranks > spec.num_blocks:
         raise ConfigError(
             f"{where}: {role}.parallelism.replicas: {spec.replicas:,} replicas x "
             f"{spec.dp_size} attention_data ranks of {spec.num_blocks:,} KV blocks each exceed "
-            f"the {INDEX_MAX:,} block ids a run can index; lower the replicas")
+            f"the {INDEX_MAX:,} block ids a run can index; lower the replicas"
+        )
     if ranks * spec.num_blocks > INDEX_MAX:
         raise ConfigError(
             f"{where}: {role}.kv_cache.capacity.blocks: {spec.num_blocks:,} blocks on each of "
             f"{ranks:,} scheduler ranks (parallelism.replicas x attention_data) exceed the "
-            f"{INDEX_MAX:,} KV block ids a run can index; lower the blocks or the replicas")
+            f"{INDEX_MAX:,} KV block ids a run can index; lower the blocks or the replicas"
+        )
     if longest_tokens > TOKENS_MAX:
-        raise ConfigError(f"{where}: a request of {longest_tokens:,} tokens exceeds the "
-                          f"{TOKENS_MAX:,} aisim counts exactly; shorten it")
+        raise ConfigError(
+            f"{where}: a request of {longest_tokens:,} tokens exceeds the "
+            f"{TOKENS_MAX:,} aisim counts exactly; shorten it"
+        )
     running = max(1, min(spec.max_seqs, n_requests))
     if ranks * running > INDEX_MAX:
         raise ConfigError(
             f"{where}: {role}.scheduler.max_sequences: {running:,} running requests on each of "
             f"{ranks:,} ranks exceed the {INDEX_MAX:,} slots a run can index; lower it or the "
-            "replicas")
+            "replicas"
+        )
     row_blocks = -(-longest_tokens // spec.block_size) + 1
     map_slots = 1 << max(4, int(2 * ranks * spec.num_blocks).bit_length())
-    dims = {"N": n_requests, "R": ranks, "W": spec.replicas, "S": running,
-            "B": spec.num_blocks, "K": row_blocks, "M": map_slots, "A": 1,
-            "H": 1 << max(6, int(2 * spec.block_size).bit_length())}
+    dims = {
+        "N": n_requests,
+        "R": ranks,
+        "W": spec.replicas,
+        "S": running,
+        "B": spec.num_blocks,
+        "K": row_blocks,
+        "M": map_slots,
+        "A": 1,
+        "H": 1 << max(6, int(2 * spec.block_size).bit_length()),
+    }
     need, largest = _state_bytes(dims)
     have = machine_memory_bytes()
     if need > have:
@@ -112,7 +142,8 @@ def check_state_fits(spec, n_requests: int, longest_tokens: int, where: str,
         raise ConfigError(
             f"{where}: {role}: the simulation state would need {need / 2**30:,.1f} GiB (its "
             f"largest array, {largest.name}, grows with {driver}) but this machine has "
-            f"{have / 2**30:,.1f} GiB; lower {driver}")
+            f"{have / 2**30:,.1f} GiB; lower {driver}"
+        )
 
 
 def _driver(field, requests_field: str) -> str:
@@ -133,4 +164,5 @@ def check_pass_time(spec, where: str) -> None:
         raise ConfigError(
             f"{where}: engine.workers.{spec.role}.timing.{key}: prefill_ms + decode_ms = "
             f"{total:g} ms, beyond the {PASS_MS_MAX:g} ms a pass can last (passes are timed in "
-            "whole nanoseconds as 64-bit integers); give a shorter pass time")
+            "whole nanoseconds as 64-bit integers); give a shorter pass time"
+        )

@@ -52,8 +52,10 @@ class PDResult:
 
     @property
     def pools(self) -> list[Pool]:
-        return [Pool("prefill", self.spec.prefill, self.req_p, self.ranks_p),
-                Pool("decode", self.spec.decode, self.req_d, self.ranks_d)]
+        return [
+            Pool("prefill", self.spec.prefill, self.req_p, self.ranks_p),
+            Pool("decode", self.spec.decode, self.req_d, self.ranks_d),
+        ]
 
     @property
     def requests(self) -> st.RequestState:
@@ -176,8 +178,12 @@ def _run(
         ranks_p,
         blocks_p,
         workers_p,
-        st.prefix_keys(traffic_p.pfx_hash, traffic_p.pfx_src_tokens, sp.block_size,
-                       -(-longest_p // sp.block_size) + 1),
+        st.prefix_keys(
+            traffic_p.pfx_hash,
+            traffic_p.pfx_src_tokens,
+            sp.block_size,
+            -(-longest_p // sp.block_size) + 1,
+        ),
         plan_p,
         memo_p,
         _params(sd, Role.DECODE, n, capture, pass_rows > 0),
@@ -185,8 +191,12 @@ def _run(
         ranks_d,
         blocks_d,
         workers_d,
-        st.prefix_keys(traffic_d.pfx_hash, traffic_d.pfx_src_tokens, sd.block_size,
-                       -(-longest_d // sd.block_size) + 1),
+        st.prefix_keys(
+            traffic_d.pfx_hash,
+            traffic_d.pfx_src_tokens,
+            sd.block_size,
+            -(-longest_d // sd.block_size) + 1,
+        ),
         plan_d,
         memo_d,
     )
@@ -232,8 +242,13 @@ def role_traffic(spec: EngineSpec) -> Traffic:
     return synthetic(spec)
 
 
-def simulate_pd(pdspec: PDSpec, capture: bool = False, plans=(None, None),
-                capture_passes: bool = False, memos=(None, None)) -> PDResult:
+def simulate_pd(
+    pdspec: PDSpec,
+    capture: bool = False,
+    plans=(None, None),
+    capture_passes: bool = False,
+    memos=(None, None),
+) -> PDResult:
     """Run the P/D loop. With a virtual-time cut-off, run once more with the unfinished
     requests' token gaps kept out of the ITL statistics (see run.simulate_until_cutoff).
     `memos`: each role's pass-time memo to reuse (a sweep's), or None for a fresh one."""
@@ -246,23 +261,34 @@ def simulate_pd(pdspec: PDSpec, capture: bool = False, plans=(None, None),
     open_ &= result.req_p.status != ReqStatus.NOT_ARRIVED
     if not open_.any():
         return result
-    return _simulate_pd(pdspec, traffic_p, traffic_d, capture, plans, memos, capture_passes,
-                        no_stats=open_)
+    return _simulate_pd(
+        pdspec, traffic_p, traffic_d, capture, plans, memos, capture_passes, no_stats=open_
+    )
 
 
-def _simulate_pd(pdspec: PDSpec, traffic_p: Traffic, traffic_d: Traffic, capture: bool, plans,
-                 memos, capture_passes: bool, no_stats: np.ndarray | None = None) -> PDResult:
+def _simulate_pd(
+    pdspec: PDSpec,
+    traffic_p: Traffic,
+    traffic_d: Traffic,
+    capture: bool,
+    plans,
+    memos,
+    capture_passes: bool,
+    no_stats: np.ndarray | None = None,
+) -> PDResult:
     roles = (pdspec.prefill, pdspec.decode)
     n = len(traffic_d.prompt_len)
     log_capacity = 4 * n + 16 if capture else 1
     pass_rows = 0
     if capture_passes:
-        pass_rows = (aggregated.pass_rows_estimate(pdspec.prefill, traffic_p)
-                     + aggregated.pass_rows_estimate(pdspec.decode, traffic_d))
+        pass_rows = aggregated.pass_rows_estimate(
+            pdspec.prefill, traffic_p
+        ) + aggregated.pass_rows_estimate(pdspec.decode, traffic_d)
     t0 = time.perf_counter()
     while True:
-        timing = [_timing_arrays(s, plan, memo)
-                  for s, plan, memo in zip(roles, plans, memos, strict=True)]
+        timing = [
+            _timing_arrays(s, plan, memo) for s, plan, memo in zip(roles, plans, memos, strict=True)
+        ]
         code, where, req_p, req_d, pd, stats, log, ranks_p, ranks_d, plog = _run(
             pdspec, traffic_p, traffic_d, capture, timing, log_capacity, no_stats, pass_rows
         )

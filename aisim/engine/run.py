@@ -46,19 +46,29 @@ def load_engine(spec: EngineSpec) -> None:
     from aisim.kernels.loop import run_aggregated
 
     state = st.allocate(0, 1, 1, 1, 1, 1, 1, spec.block_size)
-    run_kernel(run_aggregated,
-               spec.kernel_params(False)._replace(max_seqs=1, num_blocks=1, num_workers=1,
-                                                  dp_size=1),
-               *state, st.prefix_keys(np.zeros(0, np.uint64), 0, 1, 1),
-               st.placeholder_plan(),
-               st.allocate_memo(1, 16), st.allocate_mtp(spec.nextn, spec.nextn_accepted, 1),
-               st.allocate_passlog(1))
+    run_kernel(
+        run_aggregated,
+        spec.kernel_params(False)._replace(max_seqs=1, num_blocks=1, num_workers=1, dp_size=1),
+        *state,
+        st.prefix_keys(np.zeros(0, np.uint64), 0, 1, 1),
+        st.placeholder_plan(),
+        st.allocate_memo(1, 16),
+        st.allocate_mtp(spec.nextn, spec.nextn_accepted, 1),
+        st.allocate_passlog(1),
+    )
 
 
-def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
-             lazy_decode: bool = True, check_invariants: bool = False,
-             plan=None, capture_passes: bool = False, memo=None,
-             no_stats: np.ndarray | None = None) -> SimResult:
+def simulate(
+    spec: EngineSpec,
+    traffic: Traffic,
+    capture: bool = False,
+    lazy_decode: bool = True,
+    check_invariants: bool = False,
+    plan=None,
+    capture_passes: bool = False,
+    memo=None,
+    no_stats: np.ndarray | None = None,
+) -> SimResult:
     """Run the event loop; `plan` is the op-level PassPlan when spec.timing == "op_level".
 
     `memo` (op-level only) may be a TimingMemo of the same plan reused from an earlier run (a
@@ -90,8 +100,16 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
     t0 = time.perf_counter()
     while True:
         req, ranks, blocks, workers, stats, log = st.allocate(
-            n, spec.num_ranks, spec.replicas, max_running, spec.num_blocks, row_blocks,
-            log_capacity, spec.block_size, inputs)
+            n,
+            spec.num_ranks,
+            spec.replicas,
+            max_running,
+            spec.num_blocks,
+            row_blocks,
+            log_capacity,
+            spec.block_size,
+            inputs,
+        )
         if spec.load == "concurrency":
             req.arrival_ms[:] = traffic.arrival_ms
         if no_stats is not None:
@@ -101,8 +119,21 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         plog = st.allocate_passlog(pass_rows)
         if spec.timing == "op_level":
             reset_accumulators(memo)
-        code, where = run_kernel(run_aggregated, params._replace(max_seqs=max_running), req,
-                                 ranks, blocks, workers, stats, log, keys, arrays, memo, mtp, plog)
+        code, where = run_kernel(
+            run_aggregated,
+            params._replace(max_seqs=max_running),
+            req,
+            ranks,
+            blocks,
+            workers,
+            stats,
+            log,
+            keys,
+            arrays,
+            memo,
+            mtp,
+            plog,
+        )
         if code == RunResult.LOG_FULL:
             log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
             continue
@@ -115,24 +146,37 @@ def simulate(spec: EngineSpec, traffic: Traffic, capture: bool = False,
         raise CapacityError(
             f"worker {where} can make no progress: its waiting requests never fit the KV pool "
             f"({spec.num_blocks} blocks of {spec.block_size} tokens per rank) or the token budget "
-            f"({spec.max_tokens}); raise engine.workers.{spec.role}.kv_cache.capacity")
+            f"({spec.max_tokens}); raise engine.workers.{spec.role}.kv_cache.capacity"
+        )
     if code == RunResult.INVARIANT:
         raise AssertionError(f"state invariant {where % 100} broken on rank {where // 100}")
     if code != RunResult.OK:
-        raise RuntimeError(f"internal error: event loop returned {RunResult(code).name} "
-                           f"at worker {where}")
-    return SimResult(spec, traffic, req, workers, stats, log if capture else None, sim_ms,
-                     memo if spec.timing == "op_level" else None,
-                     plog if capture_passes else None, ranks)
+        raise RuntimeError(
+            f"internal error: event loop returned {RunResult(code).name} at worker {where}"
+        )
+    return SimResult(
+        spec,
+        traffic,
+        req,
+        workers,
+        stats,
+        log if capture else None,
+        sim_ms,
+        memo if spec.timing == "op_level" else None,
+        plog if capture_passes else None,
+        ranks,
+    )
 
 
 def traffic_inputs(traffic: Traffic, closed_loop: bool, with_output: bool = True) -> dict:
     """RequestState fields the kernels only read, as the traffic's own arrays (st.allocate
     `requests`): a 10 M-request run would otherwise hold every length twice. Closed-loop
     arrivals are written by the kernel, so those get their own array."""
-    inputs = {"prompt_len": np.ascontiguousarray(traffic.prompt_len, np.int64),
-              "pfx_start": np.ascontiguousarray(traffic.pfx_start, np.int64),
-              "pfx_len": np.ascontiguousarray(traffic.pfx_len, np.int32)}
+    inputs = {
+        "prompt_len": np.ascontiguousarray(traffic.prompt_len, np.int64),
+        "pfx_start": np.ascontiguousarray(traffic.pfx_start, np.int64),
+        "pfx_len": np.ascontiguousarray(traffic.pfx_len, np.int32),
+    }
     if with_output:
         inputs["output_len"] = np.ascontiguousarray(traffic.output_len, np.int64)
     if not closed_loop:
@@ -155,15 +199,17 @@ def pass_rows_estimate(spec: EngineSpec, traffic: Traffic) -> int:
     if n == 0:
         return 1
     tokens = int(traffic.output_len.sum()) + int(
-        (-(-traffic.prompt_len // max(1, spec.max_tokens))).sum())
+        (-(-traffic.prompt_len // max(1, spec.max_tokens))).sum()
+    )
     batch = max(1, min(spec.max_seqs * spec.num_ranks, n))
     if spec.load == "concurrency":
         batch = max(1, min(batch, spec.concurrency))
     return int(tokens / batch * 1.25) + 64 * spec.num_ranks
 
 
-def simulate_until_cutoff(spec: EngineSpec, traffic: Traffic, capture: bool = False,
-                          plan=None, **kwargs) -> SimResult:
+def simulate_until_cutoff(
+    spec: EngineSpec, traffic: Traffic, capture: bool = False, plan=None, **kwargs
+) -> SimResult:
     """Run; at a virtual-time cut-off, rerun once so unfinished requests' gaps leave the ITL.
 
     AISimulate computes ITL from the requests that completed, but which ones complete is known

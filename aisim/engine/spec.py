@@ -82,9 +82,9 @@ class EngineSpec:
     max_time_ms: float = float("inf")  # soft cut-off (stop.max_virtual_time_seconds)
     nextn: int = 0  # native MTP depth
     nextn_accepted: float | None = None  # mean accepted drafts per step (required iff nextn)
-    moe_tensor: int = 1   # MoE parallelism (op-level pricing of MoE models)
+    moe_tensor: int = 1  # MoE parallelism (op-level pricing of MoE models)
     moe_expert: int = 1
-    enable_shared_layer: bool | None = None   # False: primary table source only
+    enable_shared_layer: bool | None = None  # False: primary table source only
     kv_precision: str | None = None  # capacity default: the KV dtype the memory model sized for
     hardware: str | None = None  # system of the op-time tables (engine.hardware, or the role's)
 
@@ -97,9 +97,13 @@ class EngineSpec:
         # AISimulate reports tensor x attention_data; the pipeline degree is not counted.
         return self.tensor * self.dp_size
 
-    def kernel_params(self, capture: bool, lazy_decode: bool = True,
-                      check_invariants: bool = False,
-                      capture_passes: bool = False) -> KernelParams:
+    def kernel_params(
+        self,
+        capture: bool,
+        lazy_decode: bool = True,
+        check_invariants: bool = False,
+        capture_passes: bool = False,
+    ) -> KernelParams:
         return KernelParams(
             backend=int(Backend.TRTLLM if self.backend == "trtllm" else Backend.VLLM),
             block_size=self.block_size,
@@ -112,8 +116,13 @@ class EngineSpec:
             dp_size=self.dp_size,
             num_workers=self.replicas,
             prefill_interval=self.prefill_interval,
-            timing_kind=int({"fixed": TimingKind.FIXED, "polynomial": TimingKind.POLYNOMIAL,
-                             "op_level": TimingKind.OP_LEVEL}[self.timing]),
+            timing_kind=int(
+                {
+                    "fixed": TimingKind.FIXED,
+                    "polynomial": TimingKind.POLYNOMIAL,
+                    "op_level": TimingKind.OP_LEVEL,
+                }[self.timing]
+            ),
             prefill_ms=float(self.prefill_ms),
             decode_ms=float(self.decode_ms),
             load_kind=int(LoadKind.CONCURRENCY if self.load == "concurrency" else LoadKind.OPEN),
@@ -149,7 +158,8 @@ def resolve_role(cfg, role: str) -> EngineSpec:
     if model.num_attention_heads % par.tensor != 0:
         raise ConfigError(
             f"{cfg.source_path}: {wpath}.parallelism.tensor: {par.tensor} does not divide the "
-            f"{model.num_attention_heads} attention heads of {eng.model}; use a divisor")
+            f"{model.num_attention_heads} attention heads of {eng.model}; use a divisor"
+        )
     kvc = worker.kv_cache
     block_size = kvc.block_size
     cap_path = f"{cfg.source_path}: {wpath}.kv_cache.capacity"
@@ -186,8 +196,11 @@ def resolve_role(cfg, role: str) -> EngineSpec:
         max_model_len=max_model_len,
         prefix_caching=bool(kvc.prefix_caching),
         chunked_prefill=eng.enable_chunked_prefill is not False,
-        prefill_interval=(worker.scheduler.prefill_schedule_interval
-                          if eng.backend == "vllm" and par.attention_data > 1 else 1),
+        prefill_interval=(
+            worker.scheduler.prefill_schedule_interval
+            if eng.backend == "vllm" and par.attention_data > 1
+            else 1
+        ),
         timing=timing_kind,
         moe_tensor=par.moe_tensor,
         moe_expert=par.moe_expert,
@@ -215,8 +228,13 @@ def resolve_role(cfg, role: str) -> EngineSpec:
     check_pass_time(spec, cfg.source_path)
     if spec.trace_path is None:
         _check_can_finish(cfg, spec)  # traces check each request once loaded (traffic_trace)
-        check_state_fits(spec, spec.num_requests, spec.input_tokens + _output_tokens(spec),
-                         cfg.source_path, "traffic.stop.requests")
+        check_state_fits(
+            spec,
+            spec.num_requests,
+            spec.input_tokens + _output_tokens(spec),
+            cfg.source_path,
+            "traffic.stop.requests",
+        )
     return spec
 
 
@@ -239,8 +257,11 @@ def _trace_fields(cfg) -> dict:
         fields["max_time_ms"] = float(stop.max_virtual_time_seconds) * 1000.0
     if src.TYPE != "trace":
         return fields
-    fields.update(trace_path=str(src.paths[0]), trace_block_size=int(src.block_size),
-                  trace_speedup=float(getattr(load, "speedup", 1.0) or 1.0))
+    fields.update(
+        trace_path=str(src.paths[0]),
+        trace_block_size=int(src.block_size),
+        trace_speedup=float(getattr(load, "speedup", 1.0) or 1.0),
+    )
     return fields
 
 
@@ -266,9 +287,14 @@ def memory_breakdown(cfg, worker, model: ModelArch, where: str, strict: bool = T
     cuda_graph = getattr(cap, "cuda_graph_reserved_bytes", None) or 0
     system = gpu_system(eng.hardware)
     return kv_blocks_from_memory(
-        model, backend=eng.backend, block_size=worker.kv_cache.block_size,
-        tensor=par.tensor, pipeline=par.pipeline, attention_data=par.attention_data,
-        moe_tensor=par.moe_tensor, moe_expert=par.moe_expert,
+        model,
+        backend=eng.backend,
+        block_size=worker.kv_cache.block_size,
+        tensor=par.tensor,
+        pipeline=par.pipeline,
+        attention_data=par.attention_data,
+        moe_tensor=par.moe_tensor,
+        moe_expert=par.moe_expert,
         memory_fraction=memory_fraction,
         cuda_graph_reserved_bytes=cuda_graph,
         gpu_memory_bytes=int(system["gpu"]["mem_capacity"]),
@@ -276,7 +302,9 @@ def memory_breakdown(cfg, worker, model: ModelArch, where: str, strict: bool = T
         decode_context=par.decode_context,
         nccl_mem_bytes={int(k): int(v) for k, v in system["misc"]["nccl_mem"].items()},
         runtime_overhead_bytes=int(system["misc"]["other_mem"]),
-        where=where, strict=strict)
+        where=where,
+        strict=strict,
+    )
 
 
 def _fixed_blocks(cfg, kvc, model: ModelArch, tensor: int, path: str) -> int:
@@ -292,7 +320,8 @@ def _fixed_blocks(cfg, kvc, model: ModelArch, tensor: int, path: str) -> int:
     if blocks < 1:
         raise ConfigError(
             f"{cfg.source_path}: {path}.bytes: {cap.bytes} bytes hold no block of "
-            f"{kvc.block_size} tokens x {bpt} bytes; raise the capacity")
+            f"{kvc.block_size} tokens x {bpt} bytes; raise the capacity"
+        )
     return blocks
 
 
@@ -305,12 +334,16 @@ def no_request_can_complete(cfg, spec: EngineSpec) -> str | None:
     wpath = f"engine.workers.{spec.role}"
     p, bs = spec.input_tokens, spec.block_size
     if spec.max_model_len is not None and p >= spec.max_model_len:
-        return (f"engine.context_length: every {p}-token prompt reaches the "
-                f"{spec.max_model_len}-token context, so each request is rejected")
+        return (
+            f"engine.context_length: every {p}-token prompt reaches the "
+            f"{spec.max_model_len}-token context, so each request is rejected"
+        )
     if spec.backend == "vllm" and -(-p // bs) > spec.num_blocks:
-        return (f"{wpath}.kv_cache.capacity.blocks: every {p}-token prompt needs "
-                f"{-(-p // bs)} KV blocks of {bs} tokens but a rank has {spec.num_blocks}, so "
-                "each request is rejected at admission; raise the capacity")
+        return (
+            f"{wpath}.kv_cache.capacity.blocks: every {p}-token prompt needs "
+            f"{-(-p // bs)} KV blocks of {bs} tokens but a rank has {spec.num_blocks}, so "
+            "each request is rejected at admission; raise the capacity"
+        )
     return None
 
 
@@ -336,10 +369,12 @@ def _check_can_finish(cfg, spec: EngineSpec) -> None:
             raise CapacityError(
                 f"{where}.kv_cache.capacity.blocks: a request of {p} prompt + {o} output "
                 f"tokens needs {longest} blocks of {bs} tokens but a rank has {spec.num_blocks}; "
-                "it could never finish. Raise the capacity or shorten the request")
+                "it could never finish. Raise the capacity or shorten the request"
+            )
     if not spec.chunked_prefill and p > spec.max_tokens and spec.role != "decode":
         # the first prompt on a rank has no cache hit, so it could never be scheduled
         raise CapacityError(
             f"{where}.scheduler.max_batched_tokens: {spec.max_tokens} is smaller than a "
             f"{p}-token prompt and engine.enable_chunked_prefill is false; the prompt could "
-            "never be scheduled. Raise max_batched_tokens or enable chunked prefill")
+            "never be scheduled. Raise max_batched_tokens or enable chunked prefill"
+        )

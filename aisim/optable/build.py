@@ -50,12 +50,17 @@ def locate_source(source: Path, hardware: str) -> SourceTree:
         cands += [root / hardware, root / "data" / hardware]
         for data_root in cands:
             if data_root.is_dir():
-                lic = sorted(p for p in root.iterdir()
-                             if p.is_file() and p.name.upper().startswith("LICENSE"))
+                lic = sorted(
+                    p
+                    for p in root.iterdir()
+                    if p.is_file() and p.name.upper().startswith("LICENSE")
+                )
                 return SourceTree(root, data_root, yml, lic)
-    raise OpTableError(f"no silicon tables for hardware '{hardware}' under {source}: expected "
-                       f"{hardware}.yaml beside a {hardware}/ folder of "
-                       "<family>/<backend>/<version>/*.parquet")
+    raise OpTableError(
+        f"no silicon tables for hardware '{hardware}' under {source}: expected "
+        f"{hardware}.yaml beside a {hardware}/ folder of "
+        "<family>/<backend>/<version>/*.parquet"
+    )
 
 
 def system_constants(tree: SourceTree, hardware: str) -> dict:
@@ -69,8 +74,11 @@ def system_constants(tree: SourceTree, hardware: str) -> dict:
         return v
 
     out = {k: plain(v) for k, v in doc.items() if k != "data_dir"}
-    out.update(hardware=hardware, source_file=tree.system_yaml.name,
-               source_sha256=sha256_file(tree.system_yaml))
+    out.update(
+        hardware=hardware,
+        source_file=tree.system_yaml.name,
+        source_sha256=sha256_file(tree.system_yaml),
+    )
     return out
 
 
@@ -86,15 +94,21 @@ def _clear_output(hw_dir: Path) -> None:
     man = hw_dir / "manifest.json"
     ours = man.is_file() and json.loads(man.read_text()).get("generator") == GENERATOR
     if not ours and any(hw_dir.iterdir()):
-        raise OpTableError(f"{hw_dir} exists and is not an aisim optable build; "
-                           "remove it or choose another --out")
+        raise OpTableError(
+            f"{hw_dir} exists and is not an aisim optable build; remove it or choose another --out"
+        )
     shutil.rmtree(hw_dir)
 
 
-def build_optables(source: Path, hardware: str, out: Path,
-                   targets: tuple[tuple[str, str], ...] = DEFAULT_TARGETS,
-                   families: tuple[str, ...] | None = None, origin: str = "",
-                   log=None) -> dict:
+def build_optables(
+    source: Path,
+    hardware: str,
+    out: Path,
+    targets: tuple[tuple[str, str], ...] = DEFAULT_TARGETS,
+    families: tuple[str, ...] | None = None,
+    origin: str = "",
+    log=None,
+) -> dict:
     """Compile every family of every (backend, version) target; return the manifest."""
     log = log or (lambda msg: None)
     tree = locate_source(source, hardware)
@@ -114,35 +128,57 @@ def build_optables(source: Path, hardware: str, out: Path,
         rel = Path(backend) / version / f"{family.name}.arrow"
         path = hw_dir / rel
         write_ipc(table, path)
-        entries.append({
-            "backend": backend, "version": version, "family": family.name,
-            "file": rel.as_posix(), "rows": meta["rows"], "rows_primary": meta["rows_primary"],
-            "key_columns": meta["key_columns"], "columns": table.column_names,
-            "unit": meta["unit"], "bytes": path.stat().st_size, "sha256": sha256_file(path),
-            "sources": [{k: s[k] for k in ("src", "channel", "backend", "version", "path",
-                                           "rows_kept")} for s in meta["sources"]],
-        })
-        log(f"{backend}/{version}/{family.name}: {meta['rows']} rows "
+        entries.append(
+            {
+                "backend": backend,
+                "version": version,
+                "family": family.name,
+                "file": rel.as_posix(),
+                "rows": meta["rows"],
+                "rows_primary": meta["rows_primary"],
+                "key_columns": meta["key_columns"],
+                "columns": table.column_names,
+                "unit": meta["unit"],
+                "bytes": path.stat().st_size,
+                "sha256": sha256_file(path),
+                "sources": [
+                    {k: s[k] for k in ("src", "channel", "backend", "version", "path", "rows_kept")}
+                    for s in meta["sources"]
+                ],
+            }
+        )
+        log(
+            f"{backend}/{version}/{family.name}: {meta['rows']} rows "
             f"({meta['rows_primary']} primary) from "
-            + ", ".join(f"{s['channel']} {s['version']}" for s in meta["sources"] if s["exists"]))
+            + ", ".join(f"{s['channel']} {s['version']}" for s in meta["sources"] if s["exists"])
+        )
 
     for backend, version in targets:
         built, absent = [], []
         for fam in fams:
             if fam.system:
                 continue
-            srcs = resolve_sources(tree.data_root, tree.systems_root, backend, version,
-                                   fam.op_file, shared_layer=True, warnings=warnings)
+            srcs = resolve_sources(
+                tree.data_root,
+                tree.systems_root,
+                backend,
+                version,
+                fam.op_file,
+                shared_layer=True,
+                warnings=warnings,
+            )
             if not any(s.exists for s in srcs):
                 absent.append(fam.name)
                 continue
             emit(fam, srcs, backend, version)
             built.append(fam.name)
         if not built:
-            raise OpTableError(f"no silicon tables for {hardware} {backend} {version} under "
-                               f"{tree.data_root}")
-        target_meta.append({"backend": backend, "version": version, "families": built,
-                            "absent": absent})
+            raise OpTableError(
+                f"no silicon tables for {hardware} {backend} {version} under {tree.data_root}"
+            )
+        target_meta.append(
+            {"backend": backend, "version": version, "families": built, "absent": absent}
+        )
 
     if nccl_version and any(f.system for f in fams):
         src = nccl_source(tree.data_root, nccl_version)
@@ -159,15 +195,23 @@ def build_optables(source: Path, hardware: str, out: Path,
     warnings = list(dict.fromkeys(warnings))
     _dump_json(system, hw_dir / "system.json")
     manifest = {
-        "format_version": FORMAT_VERSION, "generator": GENERATOR, "hardware": hardware,
-        "nccl_version": nccl_version, "origin": origin, "targets": target_meta,
+        "format_version": FORMAT_VERSION,
+        "generator": GENERATOR,
+        "hardware": hardware,
+        "nccl_version": nccl_version,
+        "origin": origin,
+        "targets": target_meta,
         "system": {"file": "system.json", "sha256": sha256_file(hw_dir / "system.json")},
         "source_files": {
-            "system_yaml": {"file": tree.system_yaml.name,
-                            "sha256": sha256_file(tree.system_yaml)},
-            "reuse_manifest": ({"file": "perf_data_reuse_manifest.yaml", "sha256": sha256_file(
-                tree.systems_root / "perf_data_reuse_manifest.yaml")}
-                if (tree.systems_root / "perf_data_reuse_manifest.yaml").is_file() else None),
+            "system_yaml": {"file": tree.system_yaml.name, "sha256": sha256_file(tree.system_yaml)},
+            "reuse_manifest": (
+                {
+                    "file": "perf_data_reuse_manifest.yaml",
+                    "sha256": sha256_file(tree.systems_root / "perf_data_reuse_manifest.yaml"),
+                }
+                if (tree.systems_root / "perf_data_reuse_manifest.yaml").is_file()
+                else None
+            ),
             "licenses": [p.name for p in tree.licenses],
         },
         "warnings": warnings,

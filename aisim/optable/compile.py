@@ -51,8 +51,9 @@ def read_source(path: Path) -> dict[str, np.ndarray]:
     for name, col in zip(t.column_names, t.columns, strict=True):
         typ = col.type
         if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_dictionary(typ):
-            cols[name] = np.array(["" if v is None else str(v) for v in col.to_pylist()],
-                                  dtype=object)
+            cols[name] = np.array(
+                ["" if v is None else str(v) for v in col.to_pylist()], dtype=object
+            )
         elif pa.types.is_integer(typ):
             cols[name] = col.to_numpy().astype(np.int64)
         elif pa.types.is_floating(typ):
@@ -76,8 +77,10 @@ def _is_str(arr: np.ndarray) -> bool:
 def _dictionary(arr: np.ndarray) -> tuple[pa.DictionaryArray, list[str]]:
     cats, idx = np.unique(arr.astype(str), return_inverse=True)
     itype = pa.int8() if len(cats) <= 127 else pa.int16() if len(cats) <= 32767 else pa.int32()
-    darr = pa.DictionaryArray.from_arrays(pa.array(idx.astype(itype.to_pandas_dtype()), itype),
-                                          pa.array([str(c) for c in cats], pa.string()))
+    darr = pa.DictionaryArray.from_arrays(
+        pa.array(idx.astype(itype.to_pandas_dtype()), itype),
+        pa.array([str(c) for c in cats], pa.string()),
+    )
     return darr, [str(c) for c in cats]
 
 
@@ -85,7 +88,7 @@ def _int_array(name: str, arr: np.ndarray) -> pa.Array:
     if name in FLAG_COLUMNS:
         return pa.array(arr.astype(np.uint8), pa.uint8())
     lo, hi = (int(arr.min()), int(arr.max())) if len(arr) else (0, 0)
-    if name in INT64_COLUMNS or lo < -(2 ** 31) or hi >= 2 ** 31:
+    if name in INT64_COLUMNS or lo < -(2**31) or hi >= 2**31:
         return pa.array(arr.astype(np.int64), pa.int64())
     return pa.array(arr.astype(np.int32), pa.int32())
 
@@ -97,18 +100,29 @@ def _source_label(src: Source, data_root: Path, hardware: str) -> str:
         return src.path.name
 
 
-def compile_family(family: Family, sources: list[Source], data_root: Path, hardware: str,
-                   backend: str, version: str) -> tuple[pa.Table, dict]:
+def compile_family(
+    family: Family,
+    sources: list[Source],
+    data_root: Path,
+    hardware: str,
+    backend: str,
+    version: str,
+) -> tuple[pa.Table, dict]:
     """The compiled table (sorted, first row wins per key) and its metadata dict."""
     if len(sources) > 255:
         raise ValueError(f"{family.name}: {len(sources)} sources do not fit the uint8 src column")
     parts: list[dict[str, np.ndarray]] = []
     src_meta: list[dict] = []
     for i, src in enumerate(sources):
-        entry = {"src": i, "channel": src.channel, "backend": src.backend,
-                 "version": src.version, "path": _source_label(src, data_root, hardware),
-                 "exists": src.exists, "kernel_source_filter": list(src.ks_filter)
-                 if src.ks_filter is not None else None}
+        entry = {
+            "src": i,
+            "channel": src.channel,
+            "backend": src.backend,
+            "version": src.version,
+            "path": _source_label(src, data_root, hardware),
+            "exists": src.exists,
+            "kernel_source_filter": list(src.ks_filter) if src.ks_filter is not None else None,
+        }
         src_meta.append(entry)
         if not src.exists:
             entry.update(rows_read=0, rows_dropped={}, rows_duplicate=0, rows_kept=0)
@@ -117,14 +131,20 @@ def compile_family(family: Family, sources: list[Source], data_root: Path, hardw
         n = len(cols["latency"])
         entry["sha256"] = sha256_file(src.path)
         entry["rows_read"] = n
-        entry["provenance"] = {c: _value_counts(cols[c]) for c in PROVENANCE_COLUMNS
-                               if c in cols and c not in family.keys}
+        entry["provenance"] = {
+            c: _value_counts(cols[c])
+            for c in PROVENANCE_COLUMNS
+            if c in cols and c not in family.keys
+        }
         mask = np.ones(n, dtype=bool)
         dropped: dict[str, int] = {}
         if src.ks_filter is not None:
             ks = cols.get("kernel_source")
-            ok = (np.isin(ks.astype(str), list(src.ks_filter)) if ks is not None
-                  else np.zeros(n, dtype=bool))
+            ok = (
+                np.isin(ks.astype(str), list(src.ks_filter))
+                if ks is not None
+                else np.zeros(n, dtype=bool)
+            )
             dropped["kernel_source not consumable by this backend (manifest)"] = int((~ok).sum())
             mask &= ok
         if family.row_filter is not None:
@@ -153,8 +173,9 @@ def compile_family(family: Family, sources: list[Source], data_root: Path, hardw
         fill = "" if _is_str(proto) else 0.0 if name in VALUE_COLUMNS else -1
         if any(name not in p for p in parts):
             fills[name] = fill
-        chunks = [p[name] if name in p else np.full(len(p["src"]), fill, dtype=proto.dtype)
-                  for p in parts]
+        chunks = [
+            p[name] if name in p else np.full(len(p["src"]), fill, dtype=proto.dtype) for p in parts
+        ]
         merged[name] = np.concatenate(chunks)
     total = len(merged["src"])
 
@@ -162,8 +183,11 @@ def compile_family(family: Family, sources: list[Source], data_root: Path, hardw
     codes = []
     for k in family.keys:
         arr = merged[k]
-        codes.append(np.unique(arr.astype(str), return_inverse=True)[1] if _is_str(arr)
-                     else arr.astype(np.int64))
+        codes.append(
+            np.unique(arr.astype(str), return_inverse=True)[1]
+            if _is_str(arr)
+            else arr.astype(np.int64)
+        )
     order = np.lexsort([np.arange(total), *codes[::-1]])
     first = np.ones(total, dtype=bool)
     if total > 1:
@@ -195,7 +219,8 @@ def compile_family(family: Family, sources: list[Source], data_root: Path, hardw
             arrays[k] = _int_array(k, arr)
     if "kernel_source" not in family.keys:
         arrays["kernel_source"], categories["kernel_source"] = _dictionary(
-            merged["kernel_source"][keep])
+            merged["kernel_source"][keep]
+        )
     for c in extras:
         arr = merged[c][keep]
         if len(np.unique(arr.astype(str) if _is_str(arr) else arr)) <= 1:
@@ -209,23 +234,39 @@ def compile_family(family: Family, sources: list[Source], data_root: Path, hardw
     arrays["src"] = pa.array(kept_src.astype(np.uint8), pa.uint8())
     arrays["src_row"] = pa.array(merged["src_row"][keep].astype(np.uint32), pa.uint32())
 
-    units = {"latency": family.unit, "transmit_us": "us", "notify_us": "us", "power": "W",
-             "power_limit": "W"}
+    units = {
+        "latency": family.unit,
+        "transmit_us": "us",
+        "notify_us": "us",
+        "power": "W",
+        "power_limit": "W",
+    }
     fields = []
     for name, arr in arrays.items():
         md = {b"unit": units[name].encode()} if name in units else None
         fields.append(pa.field(name, arr.type, nullable=False, metadata=md))
     meta = {
-        "format_version": FORMAT_VERSION, "hardware": hardware, "backend": backend,
-        "version": version, "family": family.name, "op_file": family.op_file,
-        "description": family.description, "lookup": family.lookup, "unit": family.unit,
-        "key_columns": list(family.keys), "categorical_columns": sorted(categories),
-        "value_columns": value_cols, "categories": categories, "constants": constants,
+        "format_version": FORMAT_VERSION,
+        "hardware": hardware,
+        "backend": backend,
+        "version": version,
+        "family": family.name,
+        "op_file": family.op_file,
+        "description": family.description,
+        "lookup": family.lookup,
+        "unit": family.unit,
+        "key_columns": list(family.keys),
+        "categorical_columns": sorted(categories),
+        "value_columns": value_cols,
+        "categories": categories,
+        "constants": constants,
         "consumed_columns": list(family.consumed),
         "missing_value_fill": {c: v for c, v in fills.items() if c in arrays},
-        "rows": len(keep), "rows_primary": int((kept_src == 0).sum()), "sources": src_meta,
+        "rows": len(keep),
+        "rows_primary": int((kept_src == 0).sum()),
+        "sources": src_meta,
         "dedup": "rows read in source order, then file order; the first row of each key "
-                 "(key_columns) wins; sorted on key_columns",
+        "(key_columns) wins; sorted on key_columns",
         "shared_layer": {"true": "all rows", "false": "rows with src == 0 (primary only)"},
     }
     schema = pa.schema(fields, metadata={META_KEY: json.dumps(meta, sort_keys=True).encode()})
@@ -239,7 +280,9 @@ def write_ipc(table: pa.Table, path: Path, level: int = 19) -> None:
     opts = pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=level))
     tmp = path.with_suffix(path.suffix + ".tmp")
     table = table.combine_chunks()
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema,
-                                                            options=opts) as writer:
+    with (
+        pa.OSFile(str(tmp), "wb") as sink,
+        pa.ipc.new_file(sink, table.schema, options=opts) as writer,
+    ):
         writer.write_table(table, max_chunksize=max(1, table.num_rows))
     tmp.replace(path)

@@ -20,8 +20,10 @@ def _groups(ot: OpTable, fam: str, cols: dict, names: list[str]):
     keys = np.stack([cols[n].astype(np.int64) for n in names], axis=1)
     for combo in np.unique(keys, axis=0):
         mask = np.all(keys == combo, axis=1)
-        label = "/".join(cats[n][int(v)] if n in cats else f"{n}={int(v)}"
-                         for n, v in zip(names, combo, strict=True))
+        label = "/".join(
+            cats[n][int(v)] if n in cats else f"{n}={int(v)}"
+            for n, v in zip(names, combo, strict=True)
+        )
         yield label, mask
 
 
@@ -30,8 +32,10 @@ def _gemm(ot, fam, c):
         sites = set(zip(c["n"][m].tolist(), c["k"][m].tolist(), strict=True))
         p = m & (c["src"] == 0)
         psites = set(zip(c["n"][p].tolist(), c["k"][p].tolist(), strict=True))
-        yield (f"{label}: {len(sites)} (n,k) sites ({len(psites)} primary), n {_rng(c['n'][m])}, "
-               f"k {_rng(c['k'][m])}, m {_rng(c['m'][m])}")
+        yield (
+            f"{label}: {len(sites)} (n,k) sites ({len(psites)} primary), n {_rng(c['n'][m])}, "
+            f"k {_rng(c['k'][m])}, m {_rng(c['m'][m])}"
+        )
 
 
 def _attention(ot, fam, c):
@@ -41,11 +45,20 @@ def _attention(ot, fam, c):
     yield "lanes: " + ", ".join(f"{v} {n}" for v, n in zip(vals, counts, strict=True))
     dims = ["attn_dtype", "kv_cache_dtype"] if "attn_dtype" in c else ["kv_cache_dtype"]
     for label, m in _groups(ot, fam, c, dims):
-        heads = set(zip(c["num_heads"][m].tolist(), c["n_kv_lookup"][m].tolist(),
-                        c["head_dim"][m].tolist(), c["window_size"][m].tolist(), strict=True))
-        yield (f"{label}: {len(heads)} head configs (num_heads, n_kv_lookup, head_dim, window), "
-               f"head_dim {_rng(c['head_dim'][m])}, {seq} {_rng(c[seq][m])}, "
-               f"batch {_rng(c['batch_size'][m])}")
+        heads = set(
+            zip(
+                c["num_heads"][m].tolist(),
+                c["n_kv_lookup"][m].tolist(),
+                c["head_dim"][m].tolist(),
+                c["window_size"][m].tolist(),
+                strict=True,
+            )
+        )
+        yield (
+            f"{label}: {len(heads)} head configs (num_heads, n_kv_lookup, head_dim, window), "
+            f"head_dim {_rng(c['head_dim'][m])}, {seq} {_rng(c[seq][m])}, "
+            f"batch {_rng(c['batch_size'][m])}"
+        )
 
 
 def _curve(ot, fam, c, dims, axis):
@@ -56,16 +69,17 @@ def _curve(ot, fam, c, dims, axis):
             pts = tuple(np.unique(c[axis][m & (c["num_gpus"] == g)]).tolist())
             by_grid.setdefault(pts, []).append(int(g))
         for pts, gpus in by_grid.items():
-            yield (f"{label}: num_gpus {gpus}, {len(pts)} {axis} points "
-                   f"{pts[0]}..{pts[-1]}")
+            yield (f"{label}: num_gpus {gpus}, {len(pts)} {axis} points {pts[0]}..{pts[-1]}")
 
 
 def _moe(ot, fam, c):
     shape = ["topk", "num_experts", "hidden_size", "inter_size", "moe_tp_size", "moe_ep_size"]
     for label, m in _groups(ot, fam, c, ["low_latency", "moe_dtype"]):
         shapes = {tuple(int(c[s][i]) for s in shape) for i in np.nonzero(m)[0]}
-        yield (f"{label}: {len(shapes)} shapes (topk, experts, hidden, inter, tp, ep), "
-               f"num_tokens {_rng(c['num_tokens'][m])}")
+        yield (
+            f"{label}: {len(shapes)} shapes (topk, experts, hidden, inter, tp, ep), "
+            f"num_tokens {_rng(c['num_tokens'][m])}"
+        )
 
 
 def _generic(ot, fam, c):
@@ -81,8 +95,10 @@ def _generic(ot, fam, c):
 
 def describe(ot: OpTable, details: bool = True) -> list[str]:
     """Human-readable coverage of one OpTable."""
-    lines = [f"{ot.hardware} {ot.backend} {ot.version}  ({ot.root}; NCCL "
-             f"{ot.manifest.get('nccl_version')})"]
+    lines = [
+        f"{ot.hardware} {ot.backend} {ot.version}  ({ot.root}; NCCL "
+        f"{ot.manifest.get('nccl_version')})"
+    ]
     lines.append(f"  {'family':<22} {'rows':>8} {'primary':>8}  sources (channel version: rows)")
     for fam in ot.families:
         e = ot.entries[fam]
@@ -108,6 +124,8 @@ def describe(ot: OpTable, details: bool = True) -> list[str]:
             body = _generic(ot, fam, c)
         lines += [f"    {line}" for line in body]
         if meta["constants"]:
-            lines.append("    constant: " + ", ".join(f"{k}={v}" for k, v in
-                                                      sorted(meta["constants"].items())))
+            lines.append(
+                "    constant: "
+                + ", ".join(f"{k}={v}" for k, v in sorted(meta["constants"].items()))
+            )
     return lines

@@ -27,11 +27,16 @@ def read_manifest(hardware: str, root: Path | None = None) -> dict:
     root = Path(root) if root is not None else default_root()
     path = root / hardware / "manifest.json"
     if not path.is_file():
-        have = sorted(p.name for p in root.iterdir() if (p / "manifest.json").is_file()) \
-            if root.is_dir() else []
-        raise OpTableError(f"no compiled op-time tables for hardware '{hardware}' in {root} "
-                           f"(available: {', '.join(have) or 'none'}); build them with "
-                           f"`aisim optable build --source DIR --hardware {hardware}`")
+        have = (
+            sorted(p.name for p in root.iterdir() if (p / "manifest.json").is_file())
+            if root.is_dir()
+            else []
+        )
+        raise OpTableError(
+            f"no compiled op-time tables for hardware '{hardware}' in {root} "
+            f"(available: {', '.join(have) or 'none'}); build them with "
+            f"`aisim optable build --source DIR --hardware {hardware}`"
+        )
     return json.loads(path.read_text())
 
 
@@ -64,7 +69,8 @@ class OpTable:
         except KeyError:
             raise OpTableError(
                 f"op-time table '{family}' not available for {self.hardware} {self.backend} "
-                f"{self.version} (available: {', '.join(self.families)})") from None
+                f"{self.version} (available: {', '.join(self.families)})"
+            ) from None
 
     def table(self, family: str):
         """The family as a pyarrow Table (sorted on its key columns)."""
@@ -75,8 +81,10 @@ class OpTable:
             entry = self._entry(family)
             path = self.root / entry["file"]
             if not path.is_file():
-                raise OpTableError(f"op-time table file missing: {path} ({self.hardware} "
-                                   f"{entry['backend']} {entry['version']} {family})")
+                raise OpTableError(
+                    f"op-time table file missing: {path} ({self.hardware} "
+                    f"{entry['backend']} {entry['version']} {family})"
+                )
             with pa.memory_map(str(path)) as src:
                 tbl = pa.ipc.open_file(src).read_all()
             self._cache[key] = tbl.combine_chunks()
@@ -111,8 +119,9 @@ class OpTable:
             import pyarrow as pa
 
             out = {}
-            for name, col in zip(self.table(family).column_names, self.table(family).columns,
-                                 strict=True):
+            for name, col in zip(
+                self.table(family).column_names, self.table(family).columns, strict=True
+            ):
                 arr = col.chunk(0) if col.num_chunks else col.combine_chunks()
                 if pa.types.is_dictionary(arr.type):
                     arr = arr.indices
@@ -156,19 +165,29 @@ class OpTable:
         return [int(v) for v in firsts]
 
 
-def load_optable(hardware: str = "b200_sxm", backend: str = "vllm", version: str = "0.24.0",
-                 root: Path | None = None) -> OpTable:
+def load_optable(
+    hardware: str = "b200_sxm",
+    backend: str = "vllm",
+    version: str = "0.24.0",
+    root: Path | None = None,
+) -> OpTable:
     """The compiled tables of one backend version on one GPU (lazy per family)."""
     root = Path(root) if root is not None else default_root()
     manifest = read_manifest(hardware, root)
     hw_root = root / hardware
-    entries = {e["family"]: e for e in manifest["tables"]
-               if e["backend"] == backend and e["version"] == version}
+    entries = {
+        e["family"]: e
+        for e in manifest["tables"]
+        if e["backend"] == backend and e["version"] == version
+    }
     if not entries:
-        have = sorted({f"{e['backend']} {e['version']}" for e in manifest["tables"]
-                       if e["backend"] != "nccl"})
-        raise OpTableError(f"no compiled op-time tables for {hardware} backend '{backend}' "
-                           f"version '{version}' (available: {', '.join(have)})")
+        have = sorted(
+            {f"{e['backend']} {e['version']}" for e in manifest["tables"] if e["backend"] != "nccl"}
+        )
+        raise OpTableError(
+            f"no compiled op-time tables for {hardware} backend '{backend}' "
+            f"version '{version}' (available: {', '.join(have)})"
+        )
     nccl = manifest.get("nccl_version")
     for e in manifest["tables"]:
         if e["backend"] == "nccl" and e["version"] == nccl:

@@ -66,18 +66,30 @@ def provenance_markdown(manifest: dict) -> str:
     if manifest.get("origin"):
         lines.append(f"Source data: {manifest['origin']}.")
     yml = manifest["source_files"]["system_yaml"]
-    lines.append(f"System constants: `system.json` from `{yml['file']}` "
-                 f"(sha256 {yml['sha256'][:16]}...); NCCL version {manifest['nccl_version']}.")
-    lines += ["", RULES, "## Tables", "",
-              "| backend | version | family | rows | primary rows "
-              "| sources (channel version: rows kept) |",
-              "|---|---|---|---:|---:|---|"]
+    lines.append(
+        f"System constants: `system.json` from `{yml['file']}` "
+        f"(sha256 {yml['sha256'][:16]}...); NCCL version {manifest['nccl_version']}."
+    )
+    lines += [
+        "",
+        RULES,
+        "## Tables",
+        "",
+        "| backend | version | family | rows | primary rows "
+        "| sources (channel version: rows kept) |",
+        "|---|---|---|---:|---:|---|",
+    ]
     for t in manifest["tables"]:
         srcs = "; ".join(f"{s['channel']} {s['version']}: {s['rows_kept']}" for s in t["sources"])
-        lines.append(f"| {t['backend']} | {t['version']} | {t['family']} | {t['rows']} | "
-                     f"{t['rows_primary']} | {srcs} |")
-    absent = [f"{t['backend']} {t['version']}: {', '.join(t['absent'])}"
-              for t in manifest["targets"] if t["absent"]]
+        lines.append(
+            f"| {t['backend']} | {t['version']} | {t['family']} | {t['rows']} | "
+            f"{t['rows_primary']} | {srcs} |"
+        )
+    absent = [
+        f"{t['backend']} {t['version']}: {', '.join(t['absent'])}"
+        for t in manifest["targets"]
+        if t["absent"]
+    ]
     if absent:
         lines += ["", "No source table (not compiled): " + "; ".join(absent) + "."]
     if manifest.get("warnings"):

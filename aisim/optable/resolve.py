@@ -92,6 +92,7 @@ def version_key(version: str) -> tuple | None:
 
 # ---------------------------------------------------------------------------- tree walks
 
+
 def _subdirs(path: Path) -> list[Path]:
     if not path.is_dir():
         return []
@@ -104,8 +105,11 @@ def version_dir_unusable(vdir: Path) -> bool:
 
 
 def _family_dirs(data_root: Path) -> list[Path]:
-    return [p for p in _subdirs(data_root)
-            if not p.name.startswith(".") and p.name not in KNOWN_BACKEND_DIRS]
+    return [
+        p
+        for p in _subdirs(data_root)
+        if not p.name.startswith(".") and p.name not in KNOWN_BACKEND_DIRS
+    ]
 
 
 def op_data_path(data_root: Path, backend: str, version: str, op_file: str) -> Path:
@@ -151,8 +155,9 @@ def _families_holding(data_root: Path, op_file: str) -> set[str]:
     found = set()
     for fam in _family_dirs(data_root):
         for be in _subdirs(fam):
-            if any((v / op_file).is_file() for v in _subdirs(be)
-                   if not v.name.startswith((".", "_"))):
+            if any(
+                (v / op_file).is_file() for v in _subdirs(be) if not v.name.startswith((".", "_"))
+            ):
                 found.add(fam.name.lower())
                 break
     return found
@@ -194,9 +199,16 @@ def _manifest_groups(systems_root: Path, op_file: str) -> list[dict]:
 
 # ---------------------------------------------------------------------------- the resolver
 
-def resolve_sources(data_root: Path, systems_root: Path, backend: str, version: str,
-                    op_file: str, shared_layer: bool = True,
-                    warnings: list[str] | None = None) -> list[Source]:
+
+def resolve_sources(
+    data_root: Path,
+    systems_root: Path,
+    backend: str,
+    version: str,
+    op_file: str,
+    shared_layer: bool = True,
+    warnings: list[str] | None = None,
+) -> list[Source]:
     """The ordered source list for one op file (see the module docstring)."""
     warnings = warnings if warnings is not None else []
     backend = backend.lower()
@@ -242,8 +254,11 @@ def resolve_sources(data_root: Path, systems_root: Path, backend: str, version: 
     requested = version_key(version)
     if requested is not None:
         if comm_backend is not None:
-            cands = {v.name for v in _subdirs(data_root / COMM_FAMILY / comm_backend)
-                     if not v.name.startswith((".", "_"))}
+            cands = {
+                v.name
+                for v in _subdirs(data_root / COMM_FAMILY / comm_backend)
+                if not v.name.startswith((".", "_"))
+            }
         else:
             cands = {v for v, _ in backend_versions(data_root, backend)}
         cands -= {version, *declared}
@@ -273,14 +288,15 @@ def resolve_sources(data_root: Path, systems_root: Path, backend: str, version: 
         for fw in fws:
             allow.setdefault(fw, set()).add(str(ks))
     for fw in sorted(set(allow) - {backend}):
-        versions = sorted({v for v, _ in backend_versions(data_root, fw)},
-                          key=lambda v: (1, version_key(v)) if version_key(v) else (0, v),
-                          reverse=True)
+        versions = sorted(
+            {v for v, _ in backend_versions(data_root, fw)},
+            key=lambda v: (1, version_key(v)) if version_key(v) else (0, v),
+            reverse=True,
+        )
         for v in versions:
             path = op_data_path(data_root, fw, v, op_file)
             if path.is_file() and not version_dir_unusable(path.parent):
-                records.append(Source("cross_backend", fw, v, path, True,
-                                      tuple(sorted(allow[fw]))))
+                records.append(Source("cross_backend", fw, v, path, True, tuple(sorted(allow[fw]))))
     return records
 
 

@@ -15,8 +15,11 @@ import numpy as np
 
 from aisim.kernels.codes import CNT_LOG, ReqStatus
 
-_STATUS_NAMES = {int(ReqStatus.FINISHED): "completed", int(ReqStatus.REJECTED): "rejected",
-                 int(ReqStatus.FAILED): "failed"}
+_STATUS_NAMES = {
+    int(ReqStatus.FINISHED): "completed",
+    int(ReqStatus.REJECTED): "rejected",
+    int(ReqStatus.FAILED): "failed",
+}
 BATCH = 4096  # records made at once: ~60 MB of dicts
 
 
@@ -49,14 +52,23 @@ class _Admissions:
         if self.log is None:
             return [[] for _ in range(len(idx))]
         lo, hi = self.offsets[idx], self.offsets[idx + 1]
-        rows = self.order[np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)])
-                          if len(idx) else np.zeros(0, dtype=np.int64)]
-        entries = list(zip(self.log.at_ms[rows].tolist(), self.log.reused[rows].tolist(),
-                           self.log.readmit[rows].tolist(), self.log.pool[rows].tolist(),
-                           strict=True))
+        rows = self.order[
+            np.concatenate([np.arange(a, b) for a, b in zip(lo, hi, strict=True)])
+            if len(idx)
+            else np.zeros(0, dtype=np.int64)
+        ]
+        entries = list(
+            zip(
+                self.log.at_ms[rows].tolist(),
+                self.log.reused[rows].tolist(),
+                self.log.readmit[rows].tolist(),
+                self.log.pool[rows].tolist(),
+                strict=True,
+            )
+        )
         out, k = [], 0
         for m in (hi - lo).tolist():
-            out.append(entries[k:k + m])
+            out.append(entries[k : k + m])
             k += m
         return out
 
@@ -86,43 +98,65 @@ class RequestRecords:
     def batches(self, size: int = BATCH) -> Iterator[list[dict]]:
         make = self._pd_batch if self.disaggregated else self._batch
         for start in range(0, len(self.order), size):
-            yield make(self.order[start:start + size])
+            yield make(self.order[start : start + size])
 
     def _common(self, idx: np.ndarray) -> list[dict]:
         """The fields both modes fill the same way, one dict per request of idx."""
         req = self.req
         traffic = self.result.traffic
         rows = []
-        for (i, n_out, arrival, first, last, second, n_adm, status, terminal, prompt, requested,
-             reused_first) in zip(
-                idx.tolist(), req.num_generated[idx].tolist(), req.arrival_ms[idx].tolist(),
-                req.first_token_ms[idx].tolist(), req.last_token_ms[idx].tolist(),
-                req.second_token_ms[idx].tolist(), req.num_admissions[idx].tolist(),
-                req.status[idx].tolist(), req.terminal_ms[idx].tolist(),
-                req.prompt_len[idx].tolist(), traffic.requested_output_len[idx].tolist(),
-                req.reused_first[idx].tolist(), strict=True):
+        for (
+            i,
+            n_out,
+            arrival,
+            first,
+            last,
+            second,
+            n_adm,
+            status,
+            terminal,
+            prompt,
+            requested,
+            reused_first,
+        ) in zip(
+            idx.tolist(),
+            req.num_generated[idx].tolist(),
+            req.arrival_ms[idx].tolist(),
+            req.first_token_ms[idx].tolist(),
+            req.last_token_ms[idx].tolist(),
+            req.second_token_ms[idx].tolist(),
+            req.num_admissions[idx].tolist(),
+            req.status[idx].tolist(),
+            req.terminal_ms[idx].tolist(),
+            req.prompt_len[idx].tolist(),
+            traffic.requested_output_len[idx].tolist(),
+            req.reused_first[idx].tolist(),
+            strict=True,
+        ):
             first, last, second = _opt(first), _opt(last), _opt(second)
-            rows.append({
-                "admission_count": n_adm,
-                "arrival_time_ms": arrival,
-                "dispatched_at_ms": None,
-                "e2e_latency_ms": None if last is None else last - arrival,
-                "first_admission_reused_input_tokens": reused_first,
-                "first_token_ms": first,
-                "input_length": prompt,
-                "itl_ms": (last - first) / (n_out - 1) if n_out >= 2 else None,
-                "last_token_ms": last,
-                "output_length": n_out,
-                "pressure_record_ordinals": [],
-                "requested_output_length": requested,
-                "session_id": session_id(traffic, i),
-                "terminal_status": _STATUS_NAMES.get(status, "failed"),
-                "terminal_time_ms": terminal,
-                "ttft_ms": None if first is None else first - arrival,
-                "ttst_ms": None if second is None else second - first,
-                "turn_index": 0,
-                "uuid": request_uuid(self.run_id, i),
-            })
+            rows.append(
+                {
+                    "admission_count": n_adm,
+                    "arrival_time_ms": arrival,
+                    "dispatched_at_ms": None,
+                    "e2e_latency_ms": None if last is None else last - arrival,
+                    "first_admission_reused_input_tokens": reused_first,
+                    "first_token_ms": first,
+                    "input_length": prompt,
+                    "itl_ms": (last - first) / (n_out - 1) if n_out >= 2 else None,
+                    "last_token_ms": last,
+                    "output_length": n_out,
+                    "pressure_record_ordinals": [],
+                    "requested_output_length": requested,
+                    "session_id": session_id(traffic, i),
+                    "terminal_status": _STATUS_NAMES.get(status, "failed"),
+                    "terminal_time_ms": terminal,
+                    "ttft_ms": None if first is None else first - arrival,
+                    "ttst_ms": None if second is None else second - first,
+                    "turn_index": 0,
+                    "uuid": request_uuid(self.run_id, i),
+                }
+            )
         return rows
 
     def _batch(self, idx: np.ndarray) -> list[dict]:
@@ -130,30 +164,44 @@ class RequestRecords:
         dp = self.result.spec.dp_size
         rows = self._common(idx)
         for row, hist, r, first_admit, reused_max in zip(
-                rows, self.admissions.batch(idx), req.rank[idx].tolist(),
-                req.first_admit_ms[idx].tolist(), req.reused_max[idx].tolist(), strict=True):
+            rows,
+            self.admissions.batch(idx),
+            req.rank[idx].tolist(),
+            req.first_admit_ms[idx].tolist(),
+            req.reused_max[idx].tolist(),
+            strict=True,
+        ):
             n_adm = row["admission_count"]
-            row.update({
-                "admission_history": [
-                    {"admission_ordinal": k, "at_ms": at, "is_readmission": readmit,
-                     "pool": "agg", "pool_admission_ordinal": k, "reused_input_tokens": reused}
-                    for k, (at, reused, readmit, _pool) in enumerate(hist)],
-                "decode_admit_ms": None,
-                "decode_reused_input_tokens": None,
-                "decode_route_overlap_tokens": None,
-                "decode_worker_idx": r,
-                "destination_activated_ms": None,
-                "destination_reserved_ms": None,
-                "first_admit_ms": _opt(first_admit),
-                "prefill_admit_ms": None,
-                "prefill_route_overlap_tokens": None,
-                "prefill_worker_idx": None,
-                "readmission_count": max(0, n_adm - 1),
-                "reused_input_tokens": reused_max,
-                "routing_history": [_route("agg", r, dp)],
-                "source_held_ms": None,
-                "source_released_ms": None,
-            })
+            row.update(
+                {
+                    "admission_history": [
+                        {
+                            "admission_ordinal": k,
+                            "at_ms": at,
+                            "is_readmission": readmit,
+                            "pool": "agg",
+                            "pool_admission_ordinal": k,
+                            "reused_input_tokens": reused,
+                        }
+                        for k, (at, reused, readmit, _pool) in enumerate(hist)
+                    ],
+                    "decode_admit_ms": None,
+                    "decode_reused_input_tokens": None,
+                    "decode_route_overlap_tokens": None,
+                    "decode_worker_idx": r,
+                    "destination_activated_ms": None,
+                    "destination_reserved_ms": None,
+                    "first_admit_ms": _opt(first_admit),
+                    "prefill_admit_ms": None,
+                    "prefill_route_overlap_tokens": None,
+                    "prefill_worker_idx": None,
+                    "readmission_count": max(0, n_adm - 1),
+                    "reused_input_tokens": reused_max,
+                    "routing_history": [_route("agg", r, dp)],
+                    "source_held_ms": None,
+                    "source_released_ms": None,
+                }
+            )
         return rows
 
     def _pd_batch(self, idx: np.ndarray) -> list[dict]:
@@ -162,21 +210,49 @@ class RequestRecords:
         rp, rd, pd = result.req_p, result.req_d, result.pd
         spec = result.spec
         rows = self._common(idx)
-        for row, hist, r_p, r_d, p_admit, d_admit, d_reused, p_reused, activated, reserved, \
-                held, released, status_p in zip(
-                    rows, self.admissions.batch(idx), rp.rank[idx].tolist(),
-                    rd.rank[idx].tolist(), rp.first_admit_ms[idx].tolist(),
-                    rd.first_admit_ms[idx].tolist(), rd.reused_max[idx].tolist(),
-                    rp.reused_max[idx].tolist(), pd.activated_ms[idx].tolist(),
-                    pd.reserved_ms[idx].tolist(), pd.held_ms[idx].tolist(),
-                    pd.released_ms[idx].tolist(), rp.status[idx].tolist(), strict=True):
+        for (
+            row,
+            hist,
+            r_p,
+            r_d,
+            p_admit,
+            d_admit,
+            d_reused,
+            p_reused,
+            activated,
+            reserved,
+            held,
+            released,
+            status_p,
+        ) in zip(
+            rows,
+            self.admissions.batch(idx),
+            rp.rank[idx].tolist(),
+            rd.rank[idx].tolist(),
+            rp.first_admit_ms[idx].tolist(),
+            rd.first_admit_ms[idx].tolist(),
+            rd.reused_max[idx].tolist(),
+            rp.reused_max[idx].tolist(),
+            pd.activated_ms[idx].tolist(),
+            pd.reserved_ms[idx].tolist(),
+            pd.held_ms[idx].tolist(),
+            pd.released_ms[idx].tolist(),
+            rp.status[idx].tolist(),
+            strict=True,
+        ):
             per_pool = {1: 0, 2: 0}
             admissions = []
             for k, (at, reused, readmit, pool) in enumerate(hist):
-                admissions.append({"admission_ordinal": k, "at_ms": at, "is_readmission": readmit,
-                                   "pool": _POOL_NAMES[pool],
-                                   "pool_admission_ordinal": per_pool.get(pool, 0),
-                                   "reused_input_tokens": reused})
+                admissions.append(
+                    {
+                        "admission_ordinal": k,
+                        "at_ms": at,
+                        "is_readmission": readmit,
+                        "pool": _POOL_NAMES[pool],
+                        "pool_admission_ordinal": per_pool.get(pool, 0),
+                        "reused_input_tokens": reused,
+                    }
+                )
                 per_pool[pool] = per_pool.get(pool, 0) + 1
             routes = []
             if r_p >= 0:
@@ -186,27 +262,29 @@ class RequestRecords:
             # a failed handoff was routed to a decode rank that never took it
             routed = r_d >= 0
             decoded = routed and status_p != ReqStatus.FAILED
-            row.update({
-                "admission_history": admissions,
-                "decode_admit_ms": _opt(d_admit),
-                # the hit of decode-side readmissions (activation itself reports none)
-                "decode_reused_input_tokens": d_reused if decoded else None,
-                "decode_route_overlap_tokens": 0 if routed else None,
-                "decode_worker_idx": r_d if decoded else None,
-                "destination_activated_ms": _opt(activated),
-                "destination_reserved_ms": _opt(reserved),
-                "first_admit_ms": _opt(p_admit),
-                "prefill_admit_ms": _opt(p_admit),
-                "prefill_route_overlap_tokens": 0 if r_p >= 0 else None,
-                "prefill_worker_idx": r_p if r_p >= 0 else None,
-                "readmission_count": max(0, row["admission_count"] - (2 if decoded else 1)),
-                # per request the prefill side's reuse; the summary ratio also counts the decode
-                # side
-                "reused_input_tokens": p_reused,
-                "routing_history": routes,
-                "source_held_ms": _opt(held),
-                "source_released_ms": _opt(released),
-            })
+            row.update(
+                {
+                    "admission_history": admissions,
+                    "decode_admit_ms": _opt(d_admit),
+                    # the hit of decode-side readmissions (activation itself reports none)
+                    "decode_reused_input_tokens": d_reused if decoded else None,
+                    "decode_route_overlap_tokens": 0 if routed else None,
+                    "decode_worker_idx": r_d if decoded else None,
+                    "destination_activated_ms": _opt(activated),
+                    "destination_reserved_ms": _opt(reserved),
+                    "first_admit_ms": _opt(p_admit),
+                    "prefill_admit_ms": _opt(p_admit),
+                    "prefill_route_overlap_tokens": 0 if r_p >= 0 else None,
+                    "prefill_worker_idx": r_p if r_p >= 0 else None,
+                    "readmission_count": max(0, row["admission_count"] - (2 if decoded else 1)),
+                    # per request the prefill side's reuse; the summary ratio also counts the decode
+                    # side
+                    "reused_input_tokens": p_reused,
+                    "routing_history": routes,
+                    "source_held_ms": _opt(held),
+                    "source_released_ms": _opt(released),
+                }
+            )
         return rows
 
 

@@ -14,8 +14,13 @@ def _f(name: str, typ: pa.DataType, unit: str, doc: str, nullable: bool = True) 
 REQUEST_COLUMNS = [
     _f("request_index", pa.int64(), "index", "creation order (session_<index>)", False),
     _f("session_id", pa.string(), "id", "AISimulate session id", False),
-    _f("terminal_status", pa.string(), "code",
-       "completed | rejected | failed (P/D: the decode pool could never hold the handoff)", False),
+    _f(
+        "terminal_status",
+        pa.string(),
+        "code",
+        "completed | rejected | failed (P/D: the decode pool could never hold the handoff)",
+        False,
+    ),
     _f("scheduler_id", pa.int32(), "index", "worker x attention_data + dp_rank", False),
     _f("worker_idx", pa.int32(), "index", "worker (replica) index", False),
     _f("dp_rank", pa.int32(), "index", "attention-DP rank within the worker", False),
@@ -32,8 +37,13 @@ REQUEST_COLUMNS = [
     _f("requested_output_length", pa.int64(), "tokens", "configured output length", False),
     _f("output_length", pa.int64(), "tokens", "tokens emitted", False),
     _f("reused_input_tokens", pa.int64(), "tokens", "largest prefix-cache hit", False),
-    _f("first_admission_reused_input_tokens", pa.int64(), "tokens",
-       "prefix-cache hit at the first admission", False),
+    _f(
+        "first_admission_reused_input_tokens",
+        pa.int64(),
+        "tokens",
+        "prefix-cache hit at the first admission",
+        False,
+    ),
     _f("admission_count", pa.int32(), "count", "admissions including readmissions", False),
     _f("readmission_count", pa.int32(), "count", "admissions after a preemption", False),
 ]

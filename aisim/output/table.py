@@ -7,8 +7,11 @@ ROWS = (
     ("Time to Second Token (ms)", "ttst_ms", True),
     ("Request Latency (ms)", "e2e_latency_ms", True),
     ("Inter Token Latency (ms)", "itl_ms", True),
-    ("Output Token Throughput Per User (tokens/sec/user)", "output_token_throughput_per_user",
-     True),
+    (
+        "Output Token Throughput Per User (tokens/sec/user)",
+        "output_token_throughput_per_user",
+        True,
+    ),
     ("Output Token Throughput (tokens/sec)", "output_throughput_tok_s", False),
     ("Request Throughput (requests/sec)", "request_throughput_rps", False),
     ("Request Count (requests)", "completed_requests", False),
@@ -49,20 +52,29 @@ def render_table(pred: dict, role: str = "aggregated") -> str:
         return "┃ " + " ┃ ".join(parts) + " ┃"
 
     bar = "━╋━".join("━" * w for w in widths)
-    out = ["aisim | LLM Metrics", "┏━" + "━┳━".join("━" * w for w in widths) + "━┓",
-           line(header), "┡━" + bar.replace("╋", "╇") + "━┩"]
+    out = [
+        "aisim | LLM Metrics",
+        "┏━" + "━┳━".join("━" * w for w in widths) + "━┓",
+        line(header),
+        "┡━" + bar.replace("╋", "╇") + "━┩",
+    ]
     out += [line(r) for r in rows]
     out.append("└━" + "━┴━".join("━" * w for w in widths) + "━┘")
     by_role = pred.get("prediction_provenance", {})
     out.append(f"Wall Time (ms): {pred.get('wall_time_ms', 0.0):.2f}")
     out.append(f"Prefix Cache Reused Ratio: {pred.get('prefix_cache_reused_ratio') or 0.0:.2f}")
-    out.append("First Admission Prefix Cache Reused Ratio: "
-               f"{pred.get('first_admission_prefix_cache_reused_ratio') or 0.0:.2f}")
+    out.append(
+        "First Admission Prefix Cache Reused Ratio: "
+        f"{pred.get('first_admission_prefix_cache_reused_ratio') or 0.0:.2f}"
+    )
     # a disaggregated run has one provenance per role (prefill, decode)
     for name in [role] if role in by_role else sorted(by_role):
         prov = by_role[name]
         dv = prov.get("data_version") or (
-            f"unavailable ({prov.get('data_version_unavailable_reason', '')})")
-        out.append(f"Timing ({name}): estimator={prov.get('estimator')}; "
-                   f"source={prov.get('timing_source')}; data_version={dv}")
+            f"unavailable ({prov.get('data_version_unavailable_reason', '')})"
+        )
+        out.append(
+            f"Timing ({name}): estimator={prov.get('estimator')}; "
+            f"source={prov.get('timing_source')}; data_version={dv}"
+        )
     return "\n".join(out)

@@ -27,8 +27,14 @@ from pathlib import Path
 
 from aisim.output.contract import HOST_FIELDS
 
-OUTPUT_NAMES = ("prediction.json", "requests.jsonl", "requests.parquet", "prediction.sha256",
-                "summary.parquet", "passes.parquet")
+OUTPUT_NAMES = (
+    "prediction.json",
+    "requests.jsonl",
+    "requests.parquet",
+    "prediction.sha256",
+    "summary.parquet",
+    "passes.parquet",
+)
 STAGING_PREFIX = ".aisim-staging-"
 # requests.parquet rows per row group: pyarrow's own default, so the streamed file has the
 # bytes pq.write_table gives the whole table (one row group per 1,048,576 rows)
@@ -70,15 +76,18 @@ class ResultFolder:
         self.committed = False
         path = self.path
         if path.is_symlink() and not path.exists():
-            raise AisimError(f"{flag}: {path} is a symbolic link to {os.readlink(path)}, which "
-                             "does not exist; create its target or give another folder")
+            raise AisimError(
+                f"{flag}: {path} is a symbolic link to {os.readlink(path)}, which "
+                "does not exist; create its target or give another folder"
+            )
         if path.exists() and not path.is_dir():
             raise AisimError(f"{flag}: {path} exists and is not a directory")
         existing = [n for n in OUTPUT_NAMES if (path / n).exists()]
         if existing and not overwrite:
             how = "pass --overwrite" if flag.startswith("--") else "give overwrite=True"
-            raise AisimError(f"{flag}: {path} already holds {', '.join(existing)}; {how} to "
-                             "replace them")
+            raise AisimError(
+                f"{flag}: {path} already holds {', '.join(existing)}; {how} to replace them"
+            )
         self.had_results = bool(existing)
         try:
             missing = []
@@ -93,8 +102,10 @@ class ResultFolder:
             self.staging = Path(_make_staging(path))
         except OSError as exc:
             self._remove_created()
-            raise AisimError(f"{flag}: cannot write into {path}: {os_error_text(exc)}; give a "
-                             "folder aisim can create files in") from None
+            raise AisimError(
+                f"{flag}: cannot write into {path}: {os_error_text(exc)}; give a "
+                "folder aisim can create files in"
+            ) from None
 
     def __enter__(self) -> ResultFolder:
         return self
@@ -154,9 +165,10 @@ def _remove_abandoned_staging(path: Path) -> None:
     for entry in path.iterdir():
         name = entry.name
         if name.startswith(STAGING_PREFIX):
-            pid = name[len(STAGING_PREFIX):].split("-", 1)[0]
-        elif name.startswith(".") and ".tmp" in name and name[1:name.index(".tmp")] in \
-                OUTPUT_NAMES:
+            pid = name[len(STAGING_PREFIX) :].split("-", 1)[0]
+        elif (
+            name.startswith(".") and ".tmp" in name and name[1 : name.index(".tmp")] in OUTPUT_NAMES
+        ):
             pid = name.rsplit(".tmp", 1)[1]
         else:
             continue
@@ -195,8 +207,14 @@ def _signals_held():
             os.kill(os.getpid(), pending[0])
 
 
-def write_outputs(folder: ResultFolder, prediction: dict, records, provenance: dict,
-                  passes=None, summary: bool = True) -> str:
+def write_outputs(
+    folder: ResultFolder,
+    prediction: dict,
+    records,
+    provenance: dict,
+    passes=None,
+    summary: bool = True,
+) -> str:
     """Write a run's result files into `folder` and commit them; returns prediction_sha256.
 
     `records` (aisim.output.records.RequestRecords, or any iterable of record batches' owner
@@ -214,8 +232,10 @@ def write_outputs(folder: ResultFolder, prediction: dict, records, provenance: d
     try:
         if records is None:
             digest = prediction_sha256(prediction)
-            write_bytes("prediction.json",
-                        (json.dumps(prediction, indent=2, sort_keys=True) + "\n").encode())
+            write_bytes(
+                "prediction.json",
+                (json.dumps(prediction, indent=2, sort_keys=True) + "\n").encode(),
+            )
         else:
             digest = _write_with_records(folder, prediction, records, provenance)
             names += ["requests.jsonl", "requests.parquet", "prediction.json"]
@@ -248,23 +268,29 @@ def _write_with_records(folder: ResultFolder, prediction: dict, records, provena
     head, tail = _split_on_placeholder(json.dumps(pretty, indent=2, sort_keys=True) + "\n")
     det = {k: v for k, v in pretty.items() if k not in HOST_FIELDS}
     c_head, c_tail = _split_on_placeholder(
-        json.dumps(det, sort_keys=True, separators=(",", ":"), allow_nan=False))
+        json.dumps(det, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    )
     digest = hashlib.sha256(c_head.encode() + b"[")
     parquet = RequestsParquet(folder.staged("requests.parquet"), provenance)
     try:
-        with open(folder.staged("prediction.json"), "w", encoding="utf-8") as pj, \
-                open(folder.staged("requests.jsonl"), "w", encoding="utf-8") as jl:
+        with (
+            open(folder.staged("prediction.json"), "w", encoding="utf-8") as pj,
+            open(folder.staged("requests.jsonl"), "w", encoding="utf-8") as jl,
+        ):
             pj.write(head)
             first = True
             for batch in records.batches():
-                compact = [json.dumps(r, sort_keys=True, separators=(",", ":"), allow_nan=False)
-                           for r in batch]
+                compact = [
+                    json.dumps(r, sort_keys=True, separators=(",", ":"), allow_nan=False)
+                    for r in batch
+                ]
                 jl.write("".join(c + "\n" for c in compact))
                 digest.update(("" if first else ",").encode() + ",".join(compact).encode())
                 # prediction.json renders the list at indent level 2: each record's own lines
                 # shifted by four spaces (JSON strings hold no raw newline)
-                items = ",\n    ".join(json.dumps(r, indent=2, sort_keys=True)
-                                        .replace("\n", "\n    ") for r in batch)
+                items = ",\n    ".join(
+                    json.dumps(r, indent=2, sort_keys=True).replace("\n", "\n    ") for r in batch
+                )
                 pj.write(("[\n    " if first else ",\n    ") + items)
                 parquet.add(batch)
                 first = False
@@ -298,8 +324,11 @@ class RequestsParquet:
         import pyarrow.parquet as pq
 
         if self.writer is None:
-            schema = self.pending[0].schema if self.pending else empty_requests_table(
-                self.provenance).schema
+            schema = (
+                self.pending[0].schema
+                if self.pending
+                else empty_requests_table(self.provenance).schema
+            )
             self.writer = pq.ParquetWriter(self.path, schema)
         if self.pending:
             # one chunk per column, as a table built whole has: the writer's pages and

@@ -45,8 +45,12 @@ def yaml_text(value) -> str:
     """A value as the YAML text `--set` parses back to the same value."""
     if isinstance(value, str):
         return value if _roundtrips(value) else json.dumps(value)
-    return yaml.safe_dump(value, default_flow_style=True, width=1 << 20).strip().removesuffix(
-        "\n...").strip()
+    return (
+        yaml.safe_dump(value, default_flow_style=True, width=1 << 20)
+        .strip()
+        .removesuffix("\n...")
+        .strip()
+    )
 
 
 def _roundtrips(text: str) -> bool:
@@ -82,8 +86,9 @@ def parse_grid(option: str) -> tuple[tuple[str, list], ...]:
     key, sep, rest = option.partition("=")
     key = key.strip()
     if not sep or not key or not rest.strip():
-        raise ConfigError(f"--grid {option!r}: expected PATH=V1,V2,... e.g. "
-                          "traffic.load.concurrency=1,2,4")
+        raise ConfigError(
+            f"--grid {option!r}: expected PATH=V1,V2,... e.g. traffic.load.concurrency=1,2,4"
+        )
     values = []
     for text in _split_top(rest):
         if not text:
@@ -105,8 +110,10 @@ def _mapping_dims(group, where: str, zipped: bool) -> list[tuple[tuple[str, list
         return [((k, v),) for k, v in group.items()]
     lengths = {len(v) for v in group.values()}
     if len(lengths) != 1:
-        raise ConfigError(f"{where}: zipped lists must have equal lengths, got "
-                          + ", ".join(f"{k}: {len(v)}" for k, v in group.items()))
+        raise ConfigError(
+            f"{where}: zipped lists must have equal lengths, got "
+            + ", ".join(f"{k}: {len(v)}" for k, v in group.items())
+        )
     return [tuple(group.items())]
 
 
@@ -123,16 +130,21 @@ def load_sweep_yaml(path: str | Path) -> list[tuple[tuple[str, list], ...]]:
         raise ConfigError(f"{source}: the sweep file must hold a mapping (product:, zip:)")
     unknown = set(raw) - {"product", "zip", "groups"}
     if unknown:
-        raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
-                          "use product:, zip: or groups:")
+        raise ConfigError(
+            f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
+            "use product:, zip: or groups:"
+        )
     items: list[tuple[str, object]] = []
     for key in raw:
         if key == "groups":
             if not isinstance(raw["groups"], list):
                 raise ConfigError(f"{source}: groups: expected a list")
             for i, g in enumerate(raw["groups"]):
-                if not isinstance(g, dict) or len(g) != 1 or next(iter(g)) not in (
-                        "product", "zip"):
+                if (
+                    not isinstance(g, dict)
+                    or len(g) != 1
+                    or next(iter(g)) not in ("product", "zip")
+                ):
                     raise ConfigError(f"{source}: groups[{i}]: expected product: or zip:")
                 items.append((next(iter(g)), next(iter(g.values()))))
         elif key == "zip" and isinstance(raw["zip"], list):
@@ -141,8 +153,13 @@ def load_sweep_yaml(path: str | Path) -> list[tuple[tuple[str, list], ...]]:
             items.append((key, raw[key]))
     dims = []
     for i, (kind, group) in enumerate(items):
-        dims.extend(_mapping_dims(group, f"{source}: {kind}[{i}]" if kind == "zip"
-                                  else f"{source}: {kind}", kind == "zip"))
+        dims.extend(
+            _mapping_dims(
+                group,
+                f"{source}: {kind}[{i}]" if kind == "zip" else f"{source}: {kind}",
+                kind == "zip",
+            )
+        )
     return dims
 
 
@@ -150,8 +167,10 @@ def expand(dims: list[tuple[tuple[str, list], ...]]) -> list[Point]:
     """Cartesian product of the dimensions -> points in order."""
     keys = [k for dim in dims for k, _ in dim]
     if len(set(keys)) != len(keys):
-        raise ConfigError("sweep: a config path is swept twice: "
-                          + ", ".join(sorted({k for k in keys if keys.count(k) > 1})))
+        raise ConfigError(
+            "sweep: a config path is swept twice: "
+            + ", ".join(sorted({k for k in keys if keys.count(k) > 1}))
+        )
     columns = [list(zip(*(vals for _, vals in dim), strict=True)) for dim in dims]
     points = []
     for i, combo in enumerate(itertools.product(*columns)):

@@ -29,9 +29,16 @@ def run_point(task: dict) -> tuple[dict, bytes | None]:
 
     overrides = tuple(task["base_overrides"]) + tuple(task["overrides"])
     requests = None
-    record = {"point_id": task["point_id"], "index": task["index"],
-              "overrides": list(task["overrides"]), "status": "ok", "error": None,
-              "prediction": None, "prediction_sha256": None, "provenance": None}
+    record = {
+        "point_id": task["point_id"],
+        "index": task["index"],
+        "overrides": list(task["overrides"]),
+        "status": "ok",
+        "error": None,
+        "prediction": None,
+        "prediction_sha256": None,
+        "provenance": None,
+    }
     try:
         cfg = load_config(task["base"], overrides)
         digest = config_sha256(task["base"], overrides)
@@ -71,7 +78,8 @@ def save_point(out_dir: Path, record: dict, requests: bytes | None) -> None:
             write_file_atomically(folder / "part-0.parquet", requests, "--output-dir")
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise AisimError(f"--output-dir: cannot write into {out_dir}: "
-                         f"{os_error_text(exc)}") from None
+        raise AisimError(
+            f"--output-dir: cannot write into {out_dir}: {os_error_text(exc)}"
+        ) from None
     text = json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
     write_file_atomically(path, text.encode(), "--output-dir")

@@ -29,8 +29,10 @@ class Progress:
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
         failed = f", {self.failed} failed" if self.failed else ""
         eta_text = "--" if eta != eta else f"{eta:5.1f}s"
-        return (f"sweep [{bar}] {self.done}/{self.total} points{failed} "
-                f"elapsed {elapsed:5.1f}s ETA {eta_text}")
+        return (
+            f"sweep [{bar}] {self.done}/{self.total} points{failed} "
+            f"elapsed {elapsed:5.1f}s ETA {eta_text}"
+        )
 
     def close(self) -> None:
         if self.enabled:

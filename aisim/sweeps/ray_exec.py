@@ -28,18 +28,25 @@ def run_on_ray(tasks: list[dict], address: str | None, collect: Callable) -> Non
     try:
         import ray
     except ImportError:
-        raise AisimError("--executor ray needs Ray: pip install 'aisim-serving[ray]' (in a "
-                         "checkout: pip install -e '.[ray]')") from None
+        raise AisimError(
+            "--executor ray needs Ray: pip install 'aisim-serving[ray]' (in a "
+            "checkout: pip install -e '.[ray]')"
+        ) from None
     started_here = not ray.is_initialized()
     if started_here:
         env = {k: os.environ[k] for k in _ENV if k in os.environ}
         kwargs = {"address": address} if address else {"include_dashboard": False}
         try:
-            ray.init(runtime_env={"env_vars": env} if env else None, log_to_driver=False,
-                     configure_logging=False, **kwargs)
+            ray.init(
+                runtime_env={"env_vars": env} if env else None,
+                log_to_driver=False,
+                configure_logging=False,
+                **kwargs,
+            )
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise AisimError(f"--ray-address {address}: cannot connect to Ray: "
-                             f"{' '.join(str(exc).split())}") from None
+            raise AisimError(
+                f"--ray-address {address}: cannot connect to Ray: {' '.join(str(exc).split())}"
+            ) from None
     try:
         from aisim.sweeps.point import run_point
 

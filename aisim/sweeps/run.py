@@ -49,10 +49,18 @@ def _cost_hints(base: str, tasks: list[dict]) -> list[float]:
     return hints
 
 
-def run_sweep(base: str, points: list[Point], out_dir: Path | None = None, *,
-              base_overrides: tuple[str, ...] = (), jobs: int = 1, executor: str = "local",
-              ray_address: str | None = None, capture_requests: bool = False,
-              progress=None):
+def run_sweep(
+    base: str,
+    points: list[Point],
+    out_dir: Path | None = None,
+    *,
+    base_overrides: tuple[str, ...] = (),
+    jobs: int = 1,
+    executor: str = "local",
+    ray_address: str | None = None,
+    capture_requests: bool = False,
+    progress=None,
+):
     """Run every point not already finished in out_dir; returns the sweep table (pyarrow)."""
     from aisim.prediction import config_sha256
     from aisim.sweeps.table import sweep_table
@@ -70,20 +78,30 @@ def run_sweep(base: str, points: list[Point], out_dir: Path | None = None, *,
             records[pid] = done
             skipped += 1
             continue
-        tasks.append({"base": str(base), "base_overrides": list(base_overrides),
-                      "overrides": list(p.overrides), "point_id": pid, "index": p.index,
-                      "capture_requests": capture_requests})
+        tasks.append(
+            {
+                "base": str(base),
+                "base_overrides": list(base_overrides),
+                "overrides": list(p.overrides),
+                "point_id": pid,
+                "index": p.index,
+                "capture_requests": capture_requests,
+            }
+        )
     if out_dir is not None:
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             from aisim.output.write import os_error_text
 
-            raise AisimError(f"--output-dir: cannot create {out_dir}: {os_error_text(exc)}"
-                             ) from None
+            raise AisimError(
+                f"--output-dir: cannot create {out_dir}: {os_error_text(exc)}"
+            ) from None
     if skipped:
-        note(f"resuming the sweep in {out_dir}: {skipped} of {len(points)} points finished "
-             f"there before are skipped, {len(tasks)} to run")
+        note(
+            f"resuming the sweep in {out_dir}: {skipped} of {len(points)} points finished "
+            f"there before are skipped, {len(tasks)} to run"
+        )
     if progress is not None:
         progress.total = len(tasks)
     hints = _cost_hints(str(base), tasks)
@@ -107,18 +125,29 @@ def run_sweep(base: str, points: list[Point], out_dir: Path | None = None, *,
             _run_local(tasks, jobs, collect)
     except KeyboardInterrupt as exc:
         finished = len(records) - skipped
-        kept = (f"; finished points are kept in {out_dir / 'points'}, rerun the same command "
-                "to resume") if out_dir is not None else ""
-        raise Interrupted(interrupt_signal(exc), f"{finished} of {len(tasks)} points to run "
-                          f"had finished{kept}") from None
+        kept = (
+            (
+                f"; finished points are kept in {out_dir / 'points'}, rerun the same command "
+                "to resume"
+            )
+            if out_dir is not None
+            else ""
+        )
+        raise Interrupted(
+            interrupt_signal(exc), f"{finished} of {len(tasks)} points to run had finished{kept}"
+        ) from None
     finally:
         if progress is not None:
             progress.close()
     ordered = [records[p.point_id(base_sha)] for p in points]
-    meta = {"base_config": str(base), "base_overrides": list(base_overrides),
-            "optable_sha256": next((r["provenance"]["optable_sha256"] for r in ordered
-                                    if r["provenance"]), ""),
-            "aisim_version": _version()}
+    meta = {
+        "base_config": str(base),
+        "base_overrides": list(base_overrides),
+        "optable_sha256": next(
+            (r["provenance"]["optable_sha256"] for r in ordered if r["provenance"]), ""
+        ),
+        "aisim_version": _version(),
+    }
     table = sweep_table(points, ordered, base_sha, meta)
     if out_dir is not None:
         from aisim.output.write import table_bytes, write_file_atomically
@@ -184,7 +213,8 @@ def _run_local(tasks: list[dict], jobs: int, collect: Callable) -> None:
                     raise RunFailed(
                         f"a sweep worker process ended (exit code {w.process.exitcode}) while "
                         f"running point {t['point_id']}; finished points are kept, rerun the "
-                        "same command to resume")
+                        "same command to resume"
+                    )
                 del busy[w.conn], busy[w.process.sentinel]
                 idle.append(w)
                 collect(*result)
@@ -251,13 +281,17 @@ def _warm_engine(task: dict) -> None:
         from aisim.engine.run import load_engine
         from aisim.engine.spec import resolve
 
-        load_engine(resolve(load_config(task["base"], tuple(task["base_overrides"]) +
-                                        tuple(task["overrides"]))))
+        load_engine(
+            resolve(
+                load_config(task["base"], tuple(task["base_overrides"]) + tuple(task["overrides"]))
+            )
+        )
     except Exception:
         return  # the point itself will report what is wrong
 
 
 def default_jobs() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else (os.cpu_count() or 1))
-
+    return max(
+        1,
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+    )

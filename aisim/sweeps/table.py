@@ -33,8 +33,13 @@ def sweep_table(points, records: list[dict], base_sha256: str, meta: dict) -> pa
     keys = [k for k, _ in points[0].values] if points else []
     fields = [
         _f("point_index", pa.int64(), "index", "position in the sweep's point order", False),
-        _f("point_id", pa.string(), "id",
-           "hash of the base config and the point's overrides (requests/point_id=...)", False),
+        _f(
+            "point_id",
+            pa.string(),
+            "id",
+            "hash of the base config and the point's overrides (requests/point_id=...)",
+            False,
+        ),
     ]
     swept_types = {}
     for k in keys:
@@ -43,8 +48,12 @@ def sweep_table(points, records: list[dict], base_sha256: str, meta: dict) -> pa
     fields += [
         _f("status", pa.string(), "code", "ok | error", False),
         _f("error", pa.string(), "text", "why the point failed (null when ok)"),
-        _f("prediction_sha256", pa.string(), "sha256",
-           "hash of the point's deterministic prediction fields (as aisim predict prints)"),
+        _f(
+            "prediction_sha256",
+            pa.string(),
+            "sha256",
+            "hash of the point's deterministic prediction fields (as aisim predict prints)",
+        ),
     ]
     summary_cols: dict[str, pa.Field] = {}
     for rec in records:

@@ -26,23 +26,53 @@ _SOURCES = {
 # family -> (directory, file, key columns for first-row-wins)
 _FAMILIES = {
     "gemm": ("gemm", "gemm_perf.parquet", ("gemm_dtype", "m", "n", "k")),
-    "context_attention": ("attention", "context_attention_perf.parquet",
-                          ("kernel_source", "attn_dtype", "kv_cache_dtype", "num_heads",
-                           "num_key_value_heads", "head_dim", "window_size", "beam_width",
-                           "step", "isl", "batch_size")),
-    "generation_attention": ("attention", "generation_attention_perf.parquet",
-                             ("kernel_source", "attn_dtype", "kv_cache_dtype", "num_heads",
-                              "num_key_value_heads", "head_dim", "window_size", "beam_width",
-                              "step", "isl", "batch_size")),
-    "custom_allreduce": ("comm", "custom_allreduce_perf.parquet",
-                         ("allreduce_dtype", "num_gpus", "message_size")),
+    "context_attention": (
+        "attention",
+        "context_attention_perf.parquet",
+        (
+            "kernel_source",
+            "attn_dtype",
+            "kv_cache_dtype",
+            "num_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "window_size",
+            "beam_width",
+            "step",
+            "isl",
+            "batch_size",
+        ),
+    ),
+    "generation_attention": (
+        "attention",
+        "generation_attention_perf.parquet",
+        (
+            "kernel_source",
+            "attn_dtype",
+            "kv_cache_dtype",
+            "num_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "window_size",
+            "beam_width",
+            "step",
+            "isl",
+            "batch_size",
+        ),
+    ),
+    "custom_allreduce": (
+        "comm",
+        "custom_allreduce_perf.parquet",
+        ("allreduce_dtype", "num_gpus", "message_size"),
+    ),
 }
 
 DEFAULT_SILICON = Path(__file__).resolve().parents[3] / "shared" / "data" / "silicon"
 
 
-def load_dev_tables(backend: str, version: str, hardware: str,
-                    silicon_dir: Path | None = None) -> dict[str, dict[str, np.ndarray]]:
+def load_dev_tables(
+    backend: str, version: str, hardware: str, silicon_dir: Path | None = None
+) -> dict[str, dict[str, np.ndarray]]:
     """Every dense family as {column: numpy array} (strings as object arrays)."""
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -49,13 +49,19 @@ from aisim.timing.plan_record import PassPlan, scalars_of
 from aisim.timing.pricer import PassPricer
 
 COVERAGE_GATE = 0.9
-_BELOW_GATE = math.nextafter(0.9, 0.0)   # (0.9).next_down()
+_BELOW_GATE = math.nextafter(0.9, 0.0)  # (0.9).next_down()
 _NO_ENERGY = "timing provider returned latency without positive energy evidence"
 _PARTIAL = "some accumulated operation latency lacks positive energy evidence"
 UNSUPPORTED_NO_PROVIDER = "one or more replay roles have no timing provider"
 NOT_OBSERVED = "no forward-pass timing evidence was observed"
-_KIND = {"silicon": "measured", "empirical": "measured", "transferred": "transferred",
-         "sol": "modeled", "estimated": "modeled", "mixed": "mixed"}
+_KIND = {
+    "silicon": "measured",
+    "empirical": "measured",
+    "transferred": "transferred",
+    "sol": "modeled",
+    "estimated": "modeled",
+    "mixed": "mixed",
+}
 
 
 def op_sources(plan: PassPlan) -> tuple[str, ...]:
@@ -68,7 +74,7 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
     scalars = scalars_of(a)
     sol = scalars.mode == KP.MODE_SOL
     out = []
-    n = len(plan.op_names)   # composite ops keep their hidden sub-ops after these
+    n = len(plan.op_names)  # composite ops keep their hidden sub-ops after these
     for kind, scale in zip(a.ops.kind.tolist()[:n], a.ops.scale.tolist()[:n], strict=True):
         if sol:
             if kind == KP.OP_P2P and scale == 0:
@@ -84,9 +90,15 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
         elif kind == KP.OP_ALLREDUCE:
             out.append("silicon" if scalars.allreduce_gpus > 1 else "empirical")
         elif kind in (KP.OP_ATTN_CONTEXT, KP.OP_ATTN_GENERATION, KP.OP_OVERLAP):
-            out.append("mixed")   # table + analytic extras; overlap of table and memory ops
-        elif kind in (KP.OP_DSA_CONTEXT, KP.OP_DSA_GENERATION, KP.OP_MOE, KP.OP_SUM,
-                      KP.OP_NCCL_ALL_GATHER, KP.OP_NCCL_REDUCE_SCATTER):
+            out.append("mixed")  # table + analytic extras; overlap of table and memory ops
+        elif kind in (
+            KP.OP_DSA_CONTEXT,
+            KP.OP_DSA_GENERATION,
+            KP.OP_MOE,
+            KP.OP_SUM,
+            KP.OP_NCCL_ALL_GATHER,
+            KP.OP_NCCL_REDUCE_SCATTER,
+        ):
             out.append("silicon")
         else:
             out.append("empirical")
@@ -105,10 +117,16 @@ class EnergyPricer(PassPricer):
         self.acc = Accumulators(len(plan.op_names))
 
     def _evidence(self, lo: int, hi: int) -> list[dict]:
-        return [{"name": self.plan.op_names[i], "latency_ms": float(self.ms[i]),
-                 "energy_wms": float(self.energy_wms[i]) if self.energy_wms[i] > 0 else None,
-                 "covered_latency_ms": float(self.covered_ms[i]), "source": self.sources[i]}
-                for i in range(lo, hi)]
+        return [
+            {
+                "name": self.plan.op_names[i],
+                "latency_ms": float(self.ms[i]),
+                "energy_wms": float(self.energy_wms[i]) if self.energy_wms[i] > 0 else None,
+                "covered_latency_ms": float(self.covered_ms[i]),
+                "source": self.sources[i],
+            }
+            for i in range(lo, hi)
+        ]
 
     def prefill_evidence(self, batch: int, isl: int, prefix: int = 0) -> list[dict]:
         self.prefill(batch, isl, prefix)
@@ -150,8 +168,16 @@ class Accumulators:
         self.decode_evals = 0
 
     def add(self, pricer: PassPricer, lo: int, hi: int) -> None:
-        KP.accumulate(np.int64(lo), np.int64(hi), pricer.ms, pricer.energy_wms,
-                      pricer.covered_ms, self.ms, self.energy_wms, self.covered_ms)
+        KP.accumulate(
+            np.int64(lo),
+            np.int64(hi),
+            pricer.ms,
+            pricer.energy_wms,
+            pricer.covered_ms,
+            self.ms,
+            self.energy_wms,
+            self.covered_ms,
+        )
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -214,13 +240,24 @@ def power_report(op_names, sources, num_ctx_ops: int, acc) -> tuple[float | None
     """
     phases = []
     combined: tuple[list, list, list] = ([], [], [])
-    for name, lo, hi, evals in (("prefill", 0, num_ctx_ops, acc.prefill_evals),
-                                ("decode", num_ctx_ops, len(op_names), acc.decode_evals)):
+    for name, lo, hi, evals in (
+        ("prefill", 0, num_ctx_ops, acc.prefill_evals),
+        ("decode", num_ctx_ops, len(op_names), acc.decode_evals),
+    ):
         if evals == 0:
-            phases.append({"covered_latency_ms": 0.0, "latency_ms": 0.0, "name": name,
-                           "operations": [], "power_coverage": 0.0, "power_w": None,
-                           "publication_status": "not_observed", "source": "missing",
-                           "source_kind": "missing"})
+            phases.append(
+                {
+                    "covered_latency_ms": 0.0,
+                    "latency_ms": 0.0,
+                    "name": name,
+                    "operations": [],
+                    "power_coverage": 0.0,
+                    "power_w": None,
+                    "publication_status": "not_observed",
+                    "source": "missing",
+                    "source_kind": "missing",
+                }
+            )
             continue
         lat = [float(x) for x in acc.ms[lo:hi]]
         cov = [float(x) for x in acc.covered_ms[lo:hi]]
@@ -231,10 +268,14 @@ def power_report(op_names, sources, num_ctx_ops: int, acc) -> tuple[float | None
         total_l, total_c, total_e, power, coverage = _stats(lat, cov, en)
         ops = []
         for i in range(hi - lo):
-            op = {"covered_latency_ms": cov[i], "latency_ms": lat[i], "name": op_names[lo + i],
-                  "power_coverage": (min(max(cov[i] / lat[i], 0.0), 1.0) if lat[i] > 0.0
-                                     else 0.0),
-                  "source": src[i], "source_kind": _kind(src[i], en[i] is not None)}
+            op = {
+                "covered_latency_ms": cov[i],
+                "latency_ms": lat[i],
+                "name": op_names[lo + i],
+                "power_coverage": (min(max(cov[i] / lat[i], 0.0), 1.0) if lat[i] > 0.0 else 0.0),
+                "source": src[i],
+                "source_kind": _kind(src[i], en[i] is not None),
+            }
             if en[i] is not None:
                 op["energy_wms"] = en[i]
                 if total_e is not None:
@@ -250,19 +291,35 @@ def power_report(op_names, sources, num_ctx_ops: int, acc) -> tuple[float | None
             ops.append(dict(sorted(op.items())))
         ops.sort(key=lambda o: (o["name"], o["source"]))
         phase_src = _merge(src)
-        phase = {"covered_latency_ms": total_c, "latency_ms": total_l, "name": name,
-                 "operations": ops, "power_coverage": coverage, "power_w": power,
-                 "publication_status": _status(total_l, power, coverage), "source": phase_src,
-                 "source_kind": _kind(phase_src, total_e is not None)}
+        phase = {
+            "covered_latency_ms": total_c,
+            "latency_ms": total_l,
+            "name": name,
+            "operations": ops,
+            "power_coverage": coverage,
+            "power_w": power,
+            "publication_status": _status(total_l, power, coverage),
+            "source": phase_src,
+            "source_kind": _kind(phase_src, total_e is not None),
+        }
         if total_e is not None:
             phase["energy_wms"] = total_e
         phases.append(dict(sorted(phase.items())))
     total_l, total_c, total_e, power, coverage = _stats(*combined)
-    diag = {"coverage_gate": COVERAGE_GATE, "covered_latency_ms": total_c, "energy_unit": "W-ms",
-            "latency_ms": total_l, "latency_unit": "ms", "phases": phases,
-            "power_coverage": coverage, "power_w": power, "power_w_unit": "W",
-            "publication_status": _status(total_l, power, coverage), "schema_version": "1.0",
-            "scope": "active_forward_pass_per_gpu"}
+    diag = {
+        "coverage_gate": COVERAGE_GATE,
+        "covered_latency_ms": total_c,
+        "energy_unit": "W-ms",
+        "latency_ms": total_l,
+        "latency_unit": "ms",
+        "phases": phases,
+        "power_coverage": coverage,
+        "power_w": power,
+        "power_w_unit": "W",
+        "publication_status": _status(total_l, power, coverage),
+        "schema_version": "1.0",
+        "scope": "active_forward_pass_per_gpu",
+    }
     if total_e is not None:
         diag["energy_wms"] = total_e
     if total_l <= 0.0:
@@ -272,8 +329,20 @@ def power_report(op_names, sources, num_ctx_ops: int, acc) -> tuple[float | None
 
 def unsupported_report(reason: str = UNSUPPORTED_NO_PROVIDER) -> tuple[None, None, dict]:
     """No energy evidence provider (fixed / polynomial timing): both figures null."""
-    return None, None, {
-        "coverage_gate": COVERAGE_GATE, "energy_unit": "W-ms", "latency_unit": "ms",
-        "phases": [], "power_coverage": None, "power_w": None, "power_w_unit": "W",
-        "publication_status": "unsupported", "schema_version": "1.0",
-        "scope": "active_forward_pass_per_gpu", "unavailable_reason": reason}
+    return (
+        None,
+        None,
+        {
+            "coverage_gate": COVERAGE_GATE,
+            "energy_unit": "W-ms",
+            "latency_unit": "ms",
+            "phases": [],
+            "power_coverage": None,
+            "power_w": None,
+            "power_w_unit": "W",
+            "publication_status": "unsupported",
+            "schema_version": "1.0",
+            "scope": "active_forward_pass_per_gpu",
+            "unavailable_reason": reason,
+        },
+    )

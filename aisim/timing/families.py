@@ -1,9 +1,9 @@
 """Which plan family prices a model, and which table families it reads.
 
-  dense Qwen3 / Llama             aisim.timing.family_dense
-  MoE with GQA attention (Qwen3)  aisim.timing.family_qwen3_moe
-  DeepSeek-V3 / R1 (dense MLA)    aisim.timing.family_deepseek_mla
-  DeepSeek-V3.2 (DSA)             aisim.timing.family_deepseek_dsa
+dense Qwen3 / Llama             aisim.timing.family_dense
+MoE with GQA attention (Qwen3)  aisim.timing.family_qwen3_moe
+DeepSeek-V3 / R1 (dense MLA)    aisim.timing.family_deepseek_mla
+DeepSeek-V3.2 (DSA)             aisim.timing.family_deepseek_dsa
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from aisim.timing.system import GpuSystem
 from aisim.timing.tables import FAMILIES, MOE_FAMILIES, Tables
 
 DENSE_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral")
-_DEEPSEEK = {family_deepseek_dsa.MODEL_TYPE: family_deepseek_dsa.build_deepseek_dsa_plan,
-             family_deepseek_mla.MODEL_TYPE: family_deepseek_mla.build_deepseek_mla_plan}
+_DEEPSEEK = {
+    family_deepseek_dsa.MODEL_TYPE: family_deepseek_dsa.build_deepseek_dsa_plan,
+    family_deepseek_mla.MODEL_TYPE: family_deepseek_mla.build_deepseek_mla_plan,
+}
 
 
 def is_moe_model(model: ModelArch) -> bool:
@@ -35,11 +37,13 @@ def check_priced(model: ModelArch, where: str) -> None:
         raise NotAvailableError(
             f"{where}.timing: op-level timing for {model.model_id} ({model.model_type or 'MoE'} "
             "architecture) is not available yet in aisim; only dense Qwen3 / Llama models are "
-            "priced so far (fixed or polynomial timing works for any model)")
+            "priced so far (fixed or polynomial timing works for any model)"
+        )
 
 
-def build_plan(model: ModelArch, tables: Tables, system: GpuSystem,
-               deployment: Deployment) -> PassPlan:
+def build_plan(
+    model: ModelArch, tables: Tables, system: GpuSystem, deployment: Deployment
+) -> PassPlan:
     """The model's op plan from its family's builder."""
     from aisim.timing.family_dense import build_dense_plan
     from aisim.timing.family_qwen3_moe import build_qwen3_moe_plan
@@ -53,5 +57,6 @@ def build_plan(model: ModelArch, tables: Tables, system: GpuSystem,
         raise NotAvailableError(
             f"op-level timing for {deployment.where(model.model_id)}: model type "
             f"{model.model_type!r} has no attention module tables; MLA models priced so far: "
-            f"{', '.join(_DEEPSEEK)}")
+            f"{', '.join(_DEEPSEEK)}"
+        )
     return _DEEPSEEK[model.model_type](model, tables, system, deployment)

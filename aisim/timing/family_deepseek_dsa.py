@@ -25,12 +25,13 @@ from aisim.timing.tables import Tables
 MODEL_TYPE = "deepseek_v32"
 CONTEXT_MODULE = "dsa_context_module"
 GENERATION_MODULE = "dsa_generation_module"
-ARCHITECTURE = "DeepseekV32ForCausalLM"   # the module tables' key for the model's rows
+ARCHITECTURE = "DeepseekV32ForCausalLM"  # the module tables' key for the model's rows
 SHARED_EXPERT_TP = 1
 
 
-def build_deepseek_dsa_plan(model: ModelArch, tables: Tables, system: GpuSystem,
-                            deployment: Deployment) -> PassPlan:
+def build_deepseek_dsa_plan(
+    model: ModelArch, tables: Tables, system: GpuSystem, deployment: Deployment
+) -> PassPlan:
     deployment.check_moe_mode()
     where = deployment.where(model.model_id)
     deployment.moe_group_gpus(where)
@@ -44,7 +45,11 @@ def build_deepseek_dsa_plan(model: ModelArch, tables: Tables, system: GpuSystem,
     # the context hold borrows every head count (optime_dsa)
     context = context._replace(par=with_hold_leaves(par, tables, CONTEXT_MODULE, key))
     part = DeepSeekAttention(
-        context_op=OpRow("context", "attention", KP.OP_DSA_CONTEXT, None, 0.0,
-                         float(model.num_layers)),
-        generation_name="attention", dsa_context=context, dsa_generation=generation)
+        context_op=OpRow(
+            "context", "attention", KP.OP_DSA_CONTEXT, None, 0.0, float(model.num_layers)
+        ),
+        generation_name="attention",
+        dsa_context=context,
+        dsa_generation=generation,
+    )
     return build_deepseek_plan(model, tables, system, deployment, gemms, SHARED_EXPERT_TP, part)

@@ -48,11 +48,12 @@ from aisim.timing.tables import Tables
 MODEL_TYPE = "deepseek_v3"
 CONTEXT_MODULE = "mla_context_module"
 GENERATION_MODULE = "mla_generation_module"
-MODULE_MODEL = "deepseek-ai/DeepSeek-V3"   # the module tables' key for the family's rows
+MODULE_MODEL = "deepseek-ai/DeepSeek-V3"  # the module tables' key for the family's rows
 
 
-def build_deepseek_mla_plan(model: ModelArch, tables: Tables, system: GpuSystem,
-                            deployment: Deployment) -> PassPlan:
+def build_deepseek_mla_plan(
+    model: ModelArch, tables: Tables, system: GpuSystem, deployment: Deployment
+) -> PassPlan:
     deployment.check_moe_mode()
     where = deployment.where(model.model_id)
     deployment.moe_group_gpus(where)
@@ -72,24 +73,31 @@ def build_deepseek_mla_plan(model: ModelArch, tables: Tables, system: GpuSystem,
     # MLA context runs as MHA over the decompressed k / v; its SOL is linear in d, only its
     # ratios are used
     if trtllm:
-        par = attention_par(heads, qk, kv_bytes, system.tensor_flops(dtypes.kv), system.mem_bw,
-                            mha=True)
+        par = attention_par(
+            heads, qk, kv_bytes, system.tensor_flops(dtypes.kv), system.mem_bw, mha=True
+        )
         context = context_mla_slice(tables, dtypes.kv, heads, par, where)
-        sub_ops = [OpRow("context", op.name, KP.OP_GEMM_TOKENS, op.name, 0.0, 1.0)
-                   for op in block_gemms]
-        sub_ops.append(OpRow("context", "mla_context_kernel", KP.OP_ATTN_CONTEXT, None, 0.0,
-                             1.0))
+        sub_ops = [
+            OpRow("context", op.name, KP.OP_GEMM_TOKENS, op.name, 0.0, 1.0) for op in block_gemms
+        ]
+        sub_ops.append(OpRow("context", "mla_context_kernel", KP.OP_ATTN_CONTEXT, None, 0.0, 1.0))
     else:
-        par = attention_par(heads, qk, kv_bytes, system.tensor_flops(MLA_DTYPE), system.mem_bw,
-                            mha=True)
+        par = attention_par(
+            heads, qk, kv_bytes, system.tensor_flops(MLA_DTYPE), system.mem_bw, mha=True
+        )
         context = mla_context_module_slice(tables, CONTEXT_MODULE, key, par)
         sub_ops = [OpRow("context", "mla_context_module", KP.OP_ATTN_CONTEXT, None, 0.0, 1.0)]
     generation = module_slice(tables, GENERATION_MODULE, key, heads, module_par, where)
     block, hidden = sum_block("context", "mla_block", sub_ops, float(model.num_layers))
-    part = DeepSeekAttention(context_op=block, generation_name="mla_block",
-                             dsa_context=absent_grid(), dsa_generation=generation,
-                             context_attention=context, hidden=hidden,
-                             tp_allreduce=not trtllm)
+    part = DeepSeekAttention(
+        context_op=block,
+        generation_name="mla_block",
+        dsa_context=absent_grid(),
+        dsa_generation=generation,
+        context_attention=context,
+        hidden=hidden,
+        tp_allreduce=not trtllm,
+    )
     return build_deepseek_plan(model, tables, system, deployment, gemms, t, part)
 
 
@@ -98,10 +106,18 @@ def _trtllm_block_gemms(model: ModelArch, heads: int, dtype: str) -> list[GemmOp
     h = model.hidden_size
     qk = model.qk_nope_head_dim + model.qk_rope_head_dim
     return [
-        GemmOp("mla_downscale_gemm",
-               model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim, h, dtype),
+        GemmOp(
+            "mla_downscale_gemm",
+            model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim,
+            h,
+            dtype,
+        ),
         GemmOp("mla_q_b_gemm", heads * qk, model.q_lora_rank, dtype),
-        GemmOp("mla_kv_b_gemm", heads * (model.qk_nope_head_dim + model.v_head_dim),
-               model.kv_lora_rank, dtype),
+        GemmOp(
+            "mla_kv_b_gemm",
+            heads * (model.qk_nope_head_dim + model.v_head_dim),
+            model.kv_lora_rank,
+            dtype,
+        ),
         GemmOp("mla_o_gemm", h, heads * model.v_head_dim, dtype),
     ]

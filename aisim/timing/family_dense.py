@@ -18,14 +18,34 @@ from aisim.timing.plan_record import Deployment, OpRow, PassPlan, assemble
 from aisim.timing.system import GpuSystem
 from aisim.timing.tables import Tables
 
-OP_NAMES = ("embedding", "add_norm_1", "qkv_gemm", "attention", "proj_gemm", "add_norm_2",
-            "gate_ffn1_gemm", "act_gate", "ffn2_gemm", "logits_gemm", "embedding_ar", "ar_1",
-            "ar_2", "p2p")
+OP_NAMES = (
+    "embedding",
+    "add_norm_1",
+    "qkv_gemm",
+    "attention",
+    "proj_gemm",
+    "add_norm_2",
+    "gate_ffn1_gemm",
+    "act_gate",
+    "ffn2_gemm",
+    "logits_gemm",
+    "embedding_ar",
+    "ar_1",
+    "ar_2",
+    "p2p",
+)
 
 
-def build_dense_plan(model: ModelArch, tables: Tables, system: GpuSystem,
-                     deployment: Deployment, *, kv_cache_dtype: str = "bfloat16",
-                     fmha_dtype: str = "bfloat16", gemm_dtype: str | None = None) -> PassPlan:
+def build_dense_plan(
+    model: ModelArch,
+    tables: Tables,
+    system: GpuSystem,
+    deployment: Deployment,
+    *,
+    kv_cache_dtype: str = "bfloat16",
+    fmha_dtype: str = "bfloat16",
+    gemm_dtype: str | None = None,
+) -> PassPlan:
     """Resolve the op plan of the dense LLAMA-family forward pass (docs/timing.md 3.1)."""
     deployment.check_mode()
     silicon = deployment.mode == "SILICON"
@@ -46,9 +66,16 @@ def build_dense_plan(model: ModelArch, tables: Tables, system: GpuSystem,
         GemmOp("logits_gemm", model.vocab_size // t, h, "bfloat16"),  # lm_head is always bf16
     ]
     gemm = gemm_sites(gemm_ops, tables if silicon else None, system)
-    attention = gqa_attention(model, tables, system, backend=deployment.backend,
-                              tensor_parallel=t, silicon=silicon,
-                              kv_cache_dtype=kv_cache_dtype, fmha_dtype=fmha_dtype)
+    attention = gqa_attention(
+        model,
+        tables,
+        system,
+        backend=deployment.backend,
+        tensor_parallel=t,
+        silicon=silicon,
+        kv_cache_dtype=kv_cache_dtype,
+        fmha_dtype=fmha_dtype,
+    )
     allreduce = allreduce_curve(tables, t, system) if silicon and t > 1 else absent_curve()
 
     rows = []
@@ -59,23 +86,42 @@ def build_dense_plan(model: ModelArch, tables: Tables, system: GpuSystem,
             OpRow(phase, "embedding", KP.OP_MEM_TOKENS, None, 2.0 * h, once),
             OpRow(phase, "add_norm_1", KP.OP_MEM_TOKENS, None, 8.0 * h, layer),
             OpRow(phase, "qkv_gemm", KP.OP_GEMM_TOKENS, "qkv_gemm", 0.0, layer),
-            OpRow(phase, "attention", KP.OP_ATTN_CONTEXT if phase == "context"
-                  else KP.OP_ATTN_GENERATION, None, 0.0, layer),
+            OpRow(
+                phase,
+                "attention",
+                KP.OP_ATTN_CONTEXT if phase == "context" else KP.OP_ATTN_GENERATION,
+                None,
+                0.0,
+                layer,
+            ),
             OpRow(phase, "proj_gemm", KP.OP_GEMM_TOKENS, "proj_gemm", 0.0, layer),
             OpRow(phase, "add_norm_2", KP.OP_MEM_TOKENS, None, 8.0 * h, layer),
             OpRow(phase, "gate_ffn1_gemm", KP.OP_GEMM_TOKENS, "gate_ffn1_gemm", 0.0, layer),
-            OpRow(phase, "act_gate", KP.OP_MEM_TOKENS, None, (2 * inter // t + inter // t) * 2.0,
-                  layer),
+            OpRow(
+                phase,
+                "act_gate",
+                KP.OP_MEM_TOKENS,
+                None,
+                (2 * inter // t + inter // t) * 2.0,
+                layer,
+            ),
             OpRow(phase, "ffn2_gemm", KP.OP_GEMM_TOKENS, "ffn2_gemm", 0.0, layer),
             OpRow(phase, "logits_gemm", KP.OP_GEMM_REQUESTS, "logits_gemm", 0.0, once),
             OpRow(phase, "embedding_ar", KP.OP_ALLREDUCE, None, float(h), once),
             OpRow(phase, "ar_1", KP.OP_ALLREDUCE, None, float(h), layer),
             OpRow(phase, "ar_2", KP.OP_ALLREDUCE, None, float(h), layer),
-            OpRow(phase, "p2p", KP.OP_P2P, None, 2.0 * h,
-                  float(deployment.pipeline - 1) * once),
+            OpRow(phase, "p2p", KP.OP_P2P, None, 2.0 * h, float(deployment.pipeline - 1) * once),
         ]
-    assert tuple(r.name for r in rows[:len(OP_NAMES)]) == OP_NAMES
-    return assemble(model.model_id, deployment, system, rows, gemm_ops, gemm,
-                    {"allreduce_gpus": t, "allreduce_elem_bytes": 2.0, **attention.scalars},
-                    context_attention=attention.context,
-                    generation_attention=attention.generation, allreduce=allreduce)
+    assert tuple(r.name for r in rows[: len(OP_NAMES)]) == OP_NAMES
+    return assemble(
+        model.model_id,
+        deployment,
+        system,
+        rows,
+        gemm_ops,
+        gemm,
+        {"allreduce_gpus": t, "allreduce_elem_bytes": 2.0, **attention.scalars},
+        context_attention=attention.context,
+        generation_attention=attention.generation,
+        allreduce=allreduce,
+    )

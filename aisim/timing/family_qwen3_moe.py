@@ -19,12 +19,13 @@ from aisim.timing.plan_record import Deployment, OpRow, PassPlan, assemble
 from aisim.timing.system import GpuSystem
 from aisim.timing.tables import Tables
 
-MOE_DISTRIBUTION = "power_law_1.2"   # Qwen3 MoE token routing of the moe table
+MOE_DISTRIBUTION = "power_law_1.2"  # Qwen3 MoE token routing of the moe table
 MIN_PRICED_ROUTER_EXPERTS = 128
 
 
-def build_qwen3_moe_plan(model: ModelArch, tables: Tables, system: GpuSystem,
-                         deployment: Deployment) -> PassPlan:
+def build_qwen3_moe_plan(
+    model: ModelArch, tables: Tables, system: GpuSystem, deployment: Deployment
+) -> PassPlan:
     deployment.check_moe_mode()
     where = deployment.where(model.model_id)
     num_gpus = deployment.moe_group_gpus(where)
@@ -42,11 +43,20 @@ def build_qwen3_moe_plan(model: ModelArch, tables: Tables, system: GpuSystem,
         GemmOp("logits_gemm", model.vocab_size // t, h, "bfloat16"),
     ]
     gemm = gemm_sites(gemm_ops, tables, system)
-    attention = gqa_attention(model, tables, system, backend=deployment.backend,
-                              tensor_parallel=t, silicon=True)
-    moe = moe_curve(tables, model, dtype=gemm_dtype, distribution=MOE_DISTRIBUTION,
-                    moe_tp=deployment.moe_tensor, moe_ep=deployment.moe_expert,
-                    attention_dp=adp, system=system, where=where)
+    attention = gqa_attention(
+        model, tables, system, backend=deployment.backend, tensor_parallel=t, silicon=True
+    )
+    moe = moe_curve(
+        tables,
+        model,
+        dtype=gemm_dtype,
+        distribution=MOE_DISTRIBUTION,
+        moe_tp=deployment.moe_tensor,
+        moe_ep=deployment.moe_expert,
+        attention_dp=adp,
+        system=system,
+        where=where,
+    )
     comm = dispatch_curves(tables, deployment.backend, t, adp, num_gpus, where, system)
 
     rows: list[OpRow] = []
@@ -54,29 +64,48 @@ def build_qwen3_moe_plan(model: ModelArch, tables: Tables, system: GpuSystem,
         layer = float(model.num_layers + (deployment.nextn if phase == "generation" else 0))
         once = layer / model.num_layers
         attn = KP.OP_ATTN_CONTEXT if phase == "context" else KP.OP_ATTN_GENERATION
-        rows += [OpRow(phase, "embedding", KP.OP_MEM_TOKENS, None, 2.0 * h, once),
-                 OpRow(phase, "add_norm_1", KP.OP_MEM_TOKENS, None, 8.0 * h, layer),
-                 OpRow(phase, "qkv_gemm", KP.OP_GEMM_TOKENS, "qkv_gemm", 0.0, layer),
-                 OpRow(phase, "attention", attn, None, 0.0, layer),
-                 OpRow(phase, "proj_gemm", KP.OP_GEMM_TOKENS, "proj_gemm", 0.0, layer),
-                 OpRow(phase, "add_norm_2", KP.OP_MEM_TOKENS, None, 8.0 * h, layer)]
+        rows += [
+            OpRow(phase, "embedding", KP.OP_MEM_TOKENS, None, 2.0 * h, once),
+            OpRow(phase, "add_norm_1", KP.OP_MEM_TOKENS, None, 8.0 * h, layer),
+            OpRow(phase, "qkv_gemm", KP.OP_GEMM_TOKENS, "qkv_gemm", 0.0, layer),
+            OpRow(phase, "attention", attn, None, 0.0, layer),
+            OpRow(phase, "proj_gemm", KP.OP_GEMM_TOKENS, "proj_gemm", 0.0, layer),
+            OpRow(phase, "add_norm_2", KP.OP_MEM_TOKENS, None, 8.0 * h, layer),
+        ]
         if model.num_experts >= MIN_PRICED_ROUTER_EXPERTS:
-            rows.append(OpRow(phase, "router_gemm", KP.OP_GEMM_TOKENS, "router_gemm", 0.0,
-                              layer))
-        rows += [OpRow(phase, "moe_pre_dispatch", KP.OP_NCCL_ALL_GATHER, None, float(h * adp),
-                       layer),
-                 OpRow(phase, "moe", KP.OP_MOE, None, 0.0, layer),
-                 OpRow(phase, "moe_post_dispatch", KP.OP_NCCL_REDUCE_SCATTER, None,
-                       float(h * adp), layer),
-                 OpRow(phase, "embedding_ar", KP.OP_ALLREDUCE, None, float(h), once)]
+            rows.append(OpRow(phase, "router_gemm", KP.OP_GEMM_TOKENS, "router_gemm", 0.0, layer))
+        rows += [
+            OpRow(phase, "moe_pre_dispatch", KP.OP_NCCL_ALL_GATHER, None, float(h * adp), layer),
+            OpRow(phase, "moe", KP.OP_MOE, None, 0.0, layer),
+            OpRow(
+                phase, "moe_post_dispatch", KP.OP_NCCL_REDUCE_SCATTER, None, float(h * adp), layer
+            ),
+            OpRow(phase, "embedding_ar", KP.OP_ALLREDUCE, None, float(h), once),
+        ]
         if phase == "generation":
-            rows.append(OpRow(phase, "logits_gemm", KP.OP_GEMM_REQUESTS, "logits_gemm", 0.0,
-                              once))
-        rows.append(OpRow(phase, "p2p", KP.OP_P2P, None, 2.0 * h,
-                          float(deployment.pipeline - 1) * once))
-    scalars = {"allreduce_gpus": t, "allreduce_elem_bytes": 2.0, **attention.scalars,
-               "dispatch_gpus": num_gpus, "dispatch_allreduce": comm.with_allreduce}
-    return assemble(model.model_id, deployment, system, rows, gemm_ops, gemm, scalars,
-                    context_attention=attention.context,
-                    generation_attention=attention.generation, allreduce=comm.allreduce,
-                    all_gather=comm.all_gather, reduce_scatter=comm.reduce_scatter, moe=moe)
+            rows.append(OpRow(phase, "logits_gemm", KP.OP_GEMM_REQUESTS, "logits_gemm", 0.0, once))
+        rows.append(
+            OpRow(phase, "p2p", KP.OP_P2P, None, 2.0 * h, float(deployment.pipeline - 1) * once)
+        )
+    scalars = {
+        "allreduce_gpus": t,
+        "allreduce_elem_bytes": 2.0,
+        **attention.scalars,
+        "dispatch_gpus": num_gpus,
+        "dispatch_allreduce": comm.with_allreduce,
+    }
+    return assemble(
+        model.model_id,
+        deployment,
+        system,
+        rows,
+        gemm_ops,
+        gemm,
+        scalars,
+        context_attention=attention.context,
+        generation_attention=attention.generation,
+        allreduce=comm.allreduce,
+        all_gather=comm.all_gather,
+        reduce_scatter=comm.reduce_scatter,
+        moe=moe,
+    )

@@ -23,8 +23,7 @@ from aisim.timing.tables import Tables, ordered_rows, row_power
 # attention kernel_source priority ("lane order", docs/timing.md 4.2); lanes not listed rank after
 # them. A key slice is priced from its first lane alone (see attention_slice).
 LANE_ORDER = {
-    "vllm": ("vllm_flashinfer_trtllmprefill", "vllm_flashinfer_trtllmdecode",
-             "vllm_triton_attn"),
+    "vllm": ("vllm_flashinfer_trtllmprefill", "vllm_flashinfer_trtllmdecode", "vllm_triton_attn"),
     "trtllm": ("torch_flow", "default"),
 }
 EXTRA_FACTOR = 1.1  # fused attention extras (docs/timing.md 4.4)
@@ -51,14 +50,20 @@ def csr_nest(leaves: dict[tuple, float], energy: dict[tuple, float]) -> dict[str
         lat.append(leaves[key])
     o0.append(len(v1))
     o1.append(len(v2))
-    return {"v0": np.asarray(v0, np.float64), "o0": np.asarray(o0, np.int64),
-            "v1": np.asarray(v1, np.float64), "o1": np.asarray(o1, np.int64),
-            "v2": np.asarray(v2, np.float64), "lat": np.asarray(lat, np.float64),
-            "en": np.asarray([energy[key] for key in keys], np.float64)}
+    return {
+        "v0": np.asarray(v0, np.float64),
+        "o0": np.asarray(o0, np.int64),
+        "v1": np.asarray(v1, np.float64),
+        "o1": np.asarray(o1, np.int64),
+        "v2": np.asarray(v2, np.float64),
+        "lat": np.asarray(lat, np.float64),
+        "en": np.asarray([energy[key] for key in keys], np.float64),
+    }
 
 
-def first_leaves(coords, latency: list[float], power: list[float]
-                 ) -> tuple[dict[tuple, float], dict[tuple, float]]:
+def first_leaves(
+    coords, latency: list[float], power: list[float]
+) -> tuple[dict[tuple, float], dict[tuple, float]]:
     """(latency, energy) leaves keyed by coordinate tuple; the first row of a key wins."""
     leaves: dict[tuple, float] = {}
     energy: dict[tuple, float] = {}
@@ -71,13 +76,21 @@ def first_leaves(coords, latency: list[float], power: list[float]
 
 def absent_grid(par: np.ndarray | None = None) -> GridSlice:
     """The stand-in for a slice the plan does not read (`par` kept for its SOL)."""
-    return GridSlice(v0=np.ones(1), o0=np.zeros(2, np.int64), v1=np.ones(1),
-                     o1=np.zeros(2, np.int64), v2=np.ones(1), lat=np.ones(1), en=np.zeros(1),
-                     par=np.zeros(KA.PAR_SIZE, np.float64) if par is None else par)
+    return GridSlice(
+        v0=np.ones(1),
+        o0=np.zeros(2, np.int64),
+        v1=np.ones(1),
+        o1=np.zeros(2, np.int64),
+        v2=np.ones(1),
+        lat=np.ones(1),
+        en=np.zeros(1),
+        par=np.zeros(KA.PAR_SIZE, np.float64) if par is None else par,
+    )
 
 
-def attention_par(n_kv: int, head_dim: int, kv_bytes: float, flops: float, mem_bw: float,
-                  mha: bool) -> np.ndarray:
+def attention_par(
+    n_kv: int, head_dim: int, kv_bytes: float, flops: float, mem_bw: float, mha: bool
+) -> np.ndarray:
     """The SOL constants of an attention slice (optime_attention.PAR_*)."""
     par = np.zeros(KA.PAR_SIZE, np.float64)
     par[KA.PAR_NUM_KV_HEADS] = n_kv
@@ -90,19 +103,30 @@ def attention_par(n_kv: int, head_dim: int, kv_bytes: float, flops: float, mem_b
     return par
 
 
-def attention_slice(tables: Tables, family: str, backend: str, fmha_dtype: str,
-                    kv_dtype: str, n_heads: int, n_kv: int, d: int,
-                    par: np.ndarray) -> GridSlice:
+def attention_slice(
+    tables: Tables,
+    family: str,
+    backend: str,
+    fmha_dtype: str,
+    kv_dtype: str,
+    n_heads: int,
+    n_kv: int,
+    d: int,
+    par: np.ndarray,
+) -> GridSlice:
     """The key slice; context (heads, seq, batch), generation (heads, batch, kv)."""
     op = "context_attention" if family == "context_attention" else "generation_attention"
     if family not in tables:
         raise OpTableError(op, "table", f"the op-time table has no {family} family")
     c = ordered_rows(tables[family])
     n_kv_lookup = 0 if n_heads == n_kv else n_kv
-    table_nkv = np.where(c["num_heads"] == c["num_key_value_heads"], 0,
-                         c["num_key_value_heads"])
-    mask = ((c["kv_cache_dtype"] == kv_dtype) & (table_nkv == n_kv_lookup)
-            & (c["head_dim"] == d) & (c["window_size"] == 0))
+    table_nkv = np.where(c["num_heads"] == c["num_key_value_heads"], 0, c["num_key_value_heads"])
+    mask = (
+        (c["kv_cache_dtype"] == kv_dtype)
+        & (table_nkv == n_kv_lookup)
+        & (c["head_dim"] == d)
+        & (c["window_size"] == 0)
+    )
     if family == "context_attention":
         mask &= c["attn_dtype"] == fmha_dtype
         mask &= c["step"] == 0
@@ -110,7 +134,7 @@ def attention_slice(tables: Tables, family: str, backend: str, fmha_dtype: str,
         mask &= c["beam_width"] == 1
     idx = np.nonzero(mask)[0]
     if idx.size == 0:
-        key = (f"attn_dtype={fmha_dtype} " if family == "context_attention" else "")
+        key = f"attn_dtype={fmha_dtype} " if family == "context_attention" else ""
         key += f"kv_cache_dtype={kv_dtype} n_kv={n_kv_lookup} head_dim={d} window=0"
         raise OpTableError(op, key, f"{family} perf data missing for this key slice")
     lanes = LANE_ORDER.get(backend, ())
@@ -126,14 +150,14 @@ def attention_slice(tables: Tables, family: str, backend: str, fmha_dtype: str,
     heads_a = c["num_heads"][idx].tolist()
     b_a = c["batch_size"][idx].tolist()
     s_a = (c["isl"][idx] + c["step"][idx]).tolist() if gen else c["isl"][idx].tolist()
-    coords = [(hh, b, s) if gen else (hh, s, b) for hh, b, s in zip(heads_a, b_a, s_a,
-                                                                      strict=True)]
+    coords = [(hh, b, s) if gen else (hh, s, b) for hh, b, s in zip(heads_a, b_a, s_a, strict=True)]
     leaves, energy = first_leaves(coords, c["latency"][idx].tolist(), row_power(c, idx))
     if gen:
         for key, lat in leaves.items():
-            sol = KA.attention_sol_ms.py_func(KA.KIND_GENERATION, float(key[0]),
-                                              float(key[1]), float(key[2]), par)
-            leaves[key] = lat if lat >= sol else sol   # load-time SOL clamp
+            sol = KA.attention_sol_ms.py_func(
+                KA.KIND_GENERATION, float(key[0]), float(key[1]), float(key[2]), par
+            )
+            leaves[key] = lat if lat >= sol else sol  # load-time SOL clamp
     return GridSlice(**csr_nest(leaves, energy), par=par)
 
 
@@ -142,12 +166,20 @@ class GqaAttention(NamedTuple):
 
     context: GridSlice
     generation: GridSlice
-    scalars: dict   # heads and the fused extras (PassScalars field names)
+    scalars: dict  # heads and the fused extras (PassScalars field names)
 
 
-def gqa_attention(model: ModelArch, tables: Tables, system: GpuSystem, *, backend: str,
-                  tensor_parallel: int, silicon: bool, kv_cache_dtype: str = "bfloat16",
-                  fmha_dtype: str = "bfloat16") -> GqaAttention:
+def gqa_attention(
+    model: ModelArch,
+    tables: Tables,
+    system: GpuSystem,
+    *,
+    backend: str,
+    tensor_parallel: int,
+    silicon: bool,
+    kv_cache_dtype: str = "bfloat16",
+    fmha_dtype: str = "bfloat16",
+) -> GqaAttention:
     """Context / generation slices at the rank's heads, plus the fused per-layer extras.
 
     The extras (docs/timing.md 4.4) are memory-op units with their bytes: kv_write, K and V of the
@@ -163,10 +195,28 @@ def gqa_attention(model: ModelArch, tables: Tables, system: GpuSystem, *, backen
     ctx_par = attention_par(n_kv, d, kv_bytes, flops, system.mem_bw, n_heads == n_kv)
     gen_par = attention_par(n_kv, d, kv_bytes, flops, system.mem_bw, n_heads == n_kv)
     if silicon:
-        context = attention_slice(tables, "context_attention", backend, fmha_dtype,
-                                  kv_cache_dtype, n_heads, n_kv, d, ctx_par)
-        generation = attention_slice(tables, "generation_attention", backend, fmha_dtype,
-                                     kv_cache_dtype, n_heads, n_kv, d, gen_par)
+        context = attention_slice(
+            tables,
+            "context_attention",
+            backend,
+            fmha_dtype,
+            kv_cache_dtype,
+            n_heads,
+            n_kv,
+            d,
+            ctx_par,
+        )
+        generation = attention_slice(
+            tables,
+            "generation_attention",
+            backend,
+            fmha_dtype,
+            kv_cache_dtype,
+            n_heads,
+            n_kv,
+            d,
+            gen_par,
+        )
     else:
         context, generation = absent_grid(ctx_par), absent_grid(gen_par)
     kv_write_b = 2.0 * n_kv * d * kv_bytes
@@ -179,15 +229,18 @@ def gqa_attention(model: ModelArch, tables: Tables, system: GpuSystem, *, backen
     def extra_ms(units: int, nbytes: float) -> float:
         if units == 0:
             return 0.0
-        return EXTRA_FACTOR * (units * system.mem_const_s * 1e3
-                               + nbytes / (system.mem_bw * system.mem_eff) * 1e3)
+        return EXTRA_FACTOR * (
+            units * system.mem_const_s * 1e3 + nbytes / (system.mem_bw * system.mem_eff) * 1e3
+        )
 
     def extra_sol_ms(units: int, nbytes: float) -> float:
         return EXTRA_FACTOR * nbytes / system.mem_bw * 1e3 if units else 0.0
 
-    scalars = {"heads": n_heads,
-               "ctx_extra_ms": extra_ms(ctx_units, ctx_bytes),
-               "ctx_extra_sol_ms": extra_sol_ms(ctx_units, ctx_bytes),
-               "gen_extra_ms": extra_ms(qk_units, qk_b),
-               "gen_extra_sol_ms": extra_sol_ms(qk_units, qk_b)}
+    scalars = {
+        "heads": n_heads,
+        "ctx_extra_ms": extra_ms(ctx_units, ctx_bytes),
+        "ctx_extra_sol_ms": extra_sol_ms(ctx_units, ctx_bytes),
+        "gen_extra_ms": extra_ms(qk_units, qk_b),
+        "gen_extra_sol_ms": extra_sol_ms(qk_units, qk_b),
+    }
     return GqaAttention(context, generation, scalars)

@@ -40,28 +40,35 @@ def allreduce_curve(tables: Tables, tp: int, system: GpuSystem | None = None) ->
     mask &= c["num_gpus"] == tp
     idx = np.nonzero(mask)[0]
     if idx.size == 0:
-        raise OpTableError("ar_1", f"allreduce_dtype=bfloat16 num_gpus={tp}",
-                           "custom allreduce perf data missing")
+        raise OpTableError(
+            "ar_1", f"allreduce_dtype=bfloat16 num_gpus={tp}", "custom allreduce perf data missing"
+        )
     y = c["latency"][idx].tolist()
     energy = [pw * lat for pw, lat in zip(row_power(c, idx), y, strict=True)]
     return Curve(*first_row_points(c["message_size"][idx].tolist(), y, energy))
 
 
-def nccl_curve(tables: Tables, collective: str, num_gpus: int, where: str,
-               system: GpuSystem | None = None) -> Curve:
+def nccl_curve(
+    tables: Tables, collective: str, num_gpus: int, where: str, system: GpuSystem | None = None
+) -> Curve:
     """The NCCL `collective` curve at `num_gpus`; with `system`, a group larger than every
     measured one is the largest measured curve scaled."""
     slice_text = f"nccl op_name={collective} nccl_dtype=half num_gpus={num_gpus}"
     if "nccl" not in tables:
-        raise OpTableError("moe_pre_dispatch", slice_text,
-                           f"the op-time table has no nccl family ({where})")
+        raise OpTableError(
+            "moe_pre_dispatch", slice_text, f"the op-time table has no nccl family ({where})"
+        )
     c = ordered_rows(tables["nccl"])
     mask = (c["op_name"] == collective) & (c["nccl_dtype"] == "half")
     if system is not None:
         groups = measured_groups(c["num_gpus"], mask)
         if groups and num_gpus > groups[-1]:
-            return Curve(*scaled(nccl_curve(tables, collective, groups[-1], where),
-                                 group_scale(num_gpus, groups[-1], system)))
+            return Curve(
+                *scaled(
+                    nccl_curve(tables, collective, groups[-1], where),
+                    group_scale(num_gpus, groups[-1], system),
+                )
+            )
     mask &= c["num_gpus"] == num_gpus
     idx = np.nonzero(mask)[0]
     if idx.size == 0:

@@ -44,11 +44,12 @@ class DispatchCurves(NamedTuple):
     allreduce: Curve
     all_gather: Curve
     reduce_scatter: Curve
-    with_allreduce: bool   # the kernel adds the allreduce to each dispatch / combine
+    with_allreduce: bool  # the kernel adds the allreduce to each dispatch / combine
 
 
-def dispatch_curves(tables: Tables, backend: str, t: int, adp: int, num_gpus: int, where: str,
-                    system: GpuSystem) -> DispatchCurves:
+def dispatch_curves(
+    tables: Tables, backend: str, t: int, adp: int, num_gpus: int, where: str, system: GpuSystem
+) -> DispatchCurves:
     """The curves of tensor t x attention_data adp over a `num_gpus` MoE group."""
     if t > 1 and adp > 1:
         return _tp_dp_curves(tables, backend, t, adp, num_gpus, where, system)
@@ -60,8 +61,9 @@ def dispatch_curves(tables: Tables, backend: str, t: int, adp: int, num_gpus: in
     return DispatchCurves(ar, ag, rs, with_allreduce=t > 1)
 
 
-def _tp_dp_curves(tables: Tables, backend: str, t: int, adp: int, num_gpus: int, where: str,
-                  system: GpuSystem) -> DispatchCurves:
+def _tp_dp_curves(
+    tables: Tables, backend: str, t: int, adp: int, num_gpus: int, where: str, system: GpuSystem
+) -> DispatchCurves:
     ar = allreduce_curve(tables, t, system)
     ag = nccl_curve(tables, "all_gather", num_gpus, where, system)
     rs = nccl_curve(tables, "reduce_scatter", num_gpus, where, system)

@@ -25,18 +25,24 @@ from aisim.timing.leaf_attention import csr_nest, first_leaves
 from aisim.timing.system import DTYPE_BYTES, GpuSystem
 from aisim.timing.tables import Tables, ordered_rows, row_power
 
-MLA_DTYPE = "bfloat16"   # the latent attention's compute dtype in every module table
+MLA_DTYPE = "bfloat16"  # the latent attention's compute dtype in every module table
 
 
-def module_key(model: ModelArch, key_column: str, key_value: str, gemm_dtype: str,
-               kv_dtype: str) -> dict:
+def module_key(
+    model: ModelArch, key_column: str, key_value: str, gemm_dtype: str, kv_dtype: str
+) -> dict:
     """The key of the model's rows in a module table."""
-    return {key_column: key_value, "mla_dtype": MLA_DTYPE, "kv_cache_dtype": kv_dtype,
-            "gemm_type": gemm_dtype}
+    return {
+        key_column: key_value,
+        "mla_dtype": MLA_DTYPE,
+        "kv_cache_dtype": kv_dtype,
+        "gemm_type": gemm_dtype,
+    }
 
 
-def _module_par(model: ModelArch, heads: int, kv_dtype: str, system: GpuSystem,
-                attended_keys: float) -> np.ndarray:
+def _module_par(
+    model: ModelArch, heads: int, kv_dtype: str, system: GpuSystem, attended_keys: float
+) -> np.ndarray:
     par = np.zeros(KD.DSA_PAR_SIZE, np.float64)
     par[KA.PAR_NUM_KV_HEADS] = heads
     par[KA.PAR_HEAD_DIM] = model.kv_lora_rank + model.qk_rope_head_dim
@@ -47,8 +53,9 @@ def _module_par(model: ModelArch, heads: int, kv_dtype: str, system: GpuSystem,
     return par
 
 
-def dsa_module_par(model: ModelArch, heads: int, gemm_dtype: str, kv_dtype: str,
-                   system: GpuSystem) -> np.ndarray:
+def dsa_module_par(
+    model: ModelArch, heads: int, gemm_dtype: str, kv_dtype: str, system: GpuSystem
+) -> np.ndarray:
     """The DSA module SOL's constants (`optime_dsa.dsa_context_sol_ms` and friends).
 
     Fitted to AISimulate 0.13's per-op SOL on V3.2 (fp8_block GEMMs, fp8 KV): the weights read
@@ -56,22 +63,25 @@ def dsa_module_par(model: ModelArch, heads: int, gemm_dtype: str, kv_dtype: str,
     its FLOPs count, its weights do not); the per-new-token bytes (768 per head at V3.2) are
     matched by 4 x (nope + rope) without knowing which tensors they stand for.
     """
-    par = _module_par(model, heads, kv_dtype, system, 2048.0)   # keys = index_topk
+    par = _module_par(model, heads, kv_dtype, system, 2048.0)  # keys = index_topk
     hidden = model.hidden_size
     qk = model.qk_nope_head_dim + model.qk_rope_head_dim
     latent = model.kv_lora_rank + model.qk_rope_head_dim
     wb = DTYPE_BYTES[gemm_dtype]
     kvb = DTYPE_BYTES[kv_dtype]
     par[KD.DSA_TOPK] = model.index_topk
-    par[KD.DSA_W0] = wb * (hidden * model.q_lora_rank + hidden * latent
-                           + model.q_lora_rank * model.index_n_heads * model.index_head_dim
-                           + hidden * model.index_head_dim + hidden * model.index_n_heads)
+    par[KD.DSA_W0] = wb * (
+        hidden * model.q_lora_rank
+        + hidden * latent
+        + model.q_lora_rank * model.index_n_heads * model.index_head_dim
+        + hidden * model.index_head_dim
+        + hidden * model.index_n_heads
+    )
     par[KD.DSA_WH] = wb * (model.q_lora_rank * qk + model.v_head_dim * hidden)
-    par[KD.DSA_KVB_FLOPS_H] = 2.0 * model.kv_lora_rank * (model.qk_nope_head_dim
-                                                          + model.v_head_dim)
+    par[KD.DSA_KVB_FLOPS_H] = 2.0 * model.kv_lora_rank * (model.qk_nope_head_dim + model.v_head_dim)
     par[KD.DSA_ATTN_FLOPS_H] = 2.0 * (latent + model.kv_lora_rank)
     par[KD.DSA_IDX_FLOPS] = 2.0 * model.index_n_heads * model.index_head_dim
-    par[KD.DSA_IDX_KEY_BYTES] = model.index_head_dim + 4   # fp8 key + one fp32 scale
+    par[KD.DSA_IDX_KEY_BYTES] = model.index_head_dim + 4  # fp8 key + one fp32 scale
     par[KD.DSA_NEW_BYTES_H] = 4.0 * qk
     par[KD.DSA_KEY_BYTES_H] = latent * kvb
     par[KD.DSA_KEY_BYTES] = latent * kvb
@@ -79,21 +89,22 @@ def dsa_module_par(model: ModelArch, heads: int, gemm_dtype: str, kv_dtype: str,
     return par
 
 
-def mla_module_par(model: ModelArch, heads: int, gemm_dtype: str, kv_dtype: str,
-                   system: GpuSystem) -> np.ndarray:
+def mla_module_par(
+    model: ModelArch, heads: int, gemm_dtype: str, kv_dtype: str, system: GpuSystem
+) -> np.ndarray:
     """The dense MLA generation module SOL's constants (`optime_dsa.mla_generation_sol_ms`).
 
     Fitted to AISimulate 0.13's per-op SOL on V3 at 128 heads; the generation bytes per
     sequence besides the latent KV (3456 per head) are matched by 6 x latent without knowing
     which tensors they stand for.
     """
-    par = _module_par(model, heads, kv_dtype, system, 1e18)   # every key attended
+    par = _module_par(model, heads, kv_dtype, system, 1e18)  # every key attended
     latent = model.kv_lora_rank + model.qk_rope_head_dim
     kvb = DTYPE_BYTES[kv_dtype]
-    par[KD.DSA_W0] = DTYPE_BYTES[gemm_dtype] * model.kv_lora_rank * (model.qk_nope_head_dim
-                                                                     + model.v_head_dim)
-    par[KD.DSA_KVB_FLOPS_H] = 2.0 * model.kv_lora_rank * (model.qk_nope_head_dim
-                                                          + model.v_head_dim)
+    par[KD.DSA_W0] = (
+        DTYPE_BYTES[gemm_dtype] * model.kv_lora_rank * (model.qk_nope_head_dim + model.v_head_dim)
+    )
+    par[KD.DSA_KVB_FLOPS_H] = 2.0 * model.kv_lora_rank * (model.qk_nope_head_dim + model.v_head_dim)
     par[KD.DSA_ATTN_FLOPS_H] = 2.0 * (latent + model.kv_lora_rank)
     par[KD.DSA_KEY_BYTES] = latent * kvb
     par[KD.DSA_FP8_FLOPS] = system.tensor_flops("fp8")
@@ -110,8 +121,9 @@ def _slice_mask(c: dict, key: dict) -> np.ndarray:
     return mask
 
 
-def module_slice(tables: Tables, family: str, key: dict, heads: int, par: np.ndarray,
-                 where: str) -> GridSlice:
+def module_slice(
+    tables: Tables, family: str, key: dict, heads: int, par: np.ndarray, where: str
+) -> GridSlice:
     """A DSA / MLA module slice (axes in the module doc), raw latencies."""
     op = "context_attention" if "context" in family else "generation_attention"
     slice_text = " ".join([family, *(f"{k}={v}" for k, v in key.items())])
@@ -141,18 +153,22 @@ def with_hold_leaves(par: np.ndarray, tables: Tables, family: str, key: dict) ->
     c = ordered_rows(tables[family])
     idx = np.nonzero(_slice_mask(c, key))[0]
     leaves: dict[tuple[int, int, int, int], tuple[float, float]] = {}
-    coords = zip(c["num_heads"][idx].tolist(), c["step"][idx].tolist(),
-                 c["isl"][idx].tolist(), c["batch_size"][idx].tolist(), strict=True)
+    coords = zip(
+        c["num_heads"][idx].tolist(),
+        c["step"][idx].tolist(),
+        c["isl"][idx].tolist(),
+        c["batch_size"][idx].tolist(),
+        strict=True,
+    )
     for k, lat, pw in zip(coords, c["latency"][idx].tolist(), row_power(c, idx), strict=True):
-        leaves.setdefault(k, (lat, pw * lat))   # first row wins
+        leaves.setdefault(k, (lat, pw * lat))  # first row wins
     packed = np.array([[*k, *leaves[k]] for k in sorted(leaves)], np.float64).reshape(-1)
     out = np.concatenate([par, packed])
     out[KD.DSA_HOLD_NUM] = len(leaves)
     return out
 
 
-def mla_context_module_slice(tables: Tables, family: str, key: dict,
-                             par: np.ndarray) -> GridSlice:
+def mla_context_module_slice(tables: Tables, family: str, key: dict, par: np.ndarray) -> GridSlice:
     """vLLM's dense MLA context module (V3 / R1) as a context-attention slice (heads, seq,
     batch): AISimulate reads it like dense context attention (seq = new + prefix, sqrt blend
     on seq, prefix correction, MHA SOL), every lane's rows merged, first row wins."""
@@ -160,26 +176,37 @@ def mla_context_module_slice(tables: Tables, family: str, key: dict,
     return _heads_seq_batch_slice(c, np.nonzero(_slice_mask(c, key) & (c["step"] == 0))[0], par)
 
 
-def context_mla_slice(tables: Tables, kv_dtype: str, heads: int, par: np.ndarray,
-                      where: str) -> GridSlice:
+def context_mla_slice(
+    tables: Tables, kv_dtype: str, heads: int, par: np.ndarray, where: str
+) -> GridSlice:
     """TRT-LLM's context MLA kernel (`context_mla` table, key mla_dtype = kv_cache_dtype) as a
     context-attention slice (heads, seq, batch); no load-time SOL clamp."""
     slice_text = f"context_mla mla_dtype={kv_dtype} kv_cache_dtype={kv_dtype}"
     if "context_mla" not in tables:
-        raise OpTableError("context_mla_block", slice_text,
-                           f"the op-time table has no context_mla family ({where})")
+        raise OpTableError(
+            "context_mla_block",
+            slice_text,
+            f"the op-time table has no context_mla family ({where})",
+        )
     c = ordered_rows(tables["context_mla"])
     mask = (c["mla_dtype"] == kv_dtype) & (c["kv_cache_dtype"] == kv_dtype) & (c["step"] == 0)
     idx = np.nonzero(mask)[0]
     if idx.size == 0 or not np.any(c["num_heads"][idx] == heads):
-        raise OpTableError("context_mla_block", f"{slice_text} num_heads={heads}",
-                           f"context MLA perf data missing for {where}")
+        raise OpTableError(
+            "context_mla_block",
+            f"{slice_text} num_heads={heads}",
+            f"context MLA perf data missing for {where}",
+        )
     return _heads_seq_batch_slice(c, idx, par)
 
 
 def _heads_seq_batch_slice(c: dict, idx: np.ndarray, par: np.ndarray) -> GridSlice:
     """Rows `idx` of a context table as a (heads, seq, batch) slice, first row wins."""
-    coords = zip(c["num_heads"][idx].tolist(), c["isl"][idx].tolist(),
-                 c["batch_size"][idx].tolist(), strict=True)
+    coords = zip(
+        c["num_heads"][idx].tolist(),
+        c["isl"][idx].tolist(),
+        c["batch_size"][idx].tolist(),
+        strict=True,
+    )
     leaves, energy = first_leaves(coords, c["latency"][idx].tolist(), row_power(c, idx))
     return GridSlice(**csr_nest(leaves, energy), par=par)

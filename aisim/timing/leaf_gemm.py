@@ -21,8 +21,8 @@ from aisim.timing.system import DTYPE_BYTES, GpuSystem
 from aisim.timing.tables import Tables, ordered_rows, row_power
 
 GEMM_GATE_OCTAVES = 2.0
-GEMM_IDW_SITES = 4          # sites averaged per query (optime_gemm.IDW_SITES)
-GEMM_MAX_NEIGHBOURS = 16    # candidates stored per GEMM: the IDW sites of every m range
+GEMM_IDW_SITES = 4  # sites averaged per query (optime_gemm.IDW_SITES)
+GEMM_MAX_NEIGHBOURS = 16  # candidates stored per GEMM: the IDW sites of every m range
 
 
 class GemmOp(NamedTuple):
@@ -32,8 +32,9 @@ class GemmOp(NamedTuple):
     dtype: str
 
 
-def gemm_sites(ops: list[GemmOp], tables: Tables | None, system: GpuSystem,
-               miss_hint: str = "") -> tuple[GemmSites, tuple[str, ...]]:
+def gemm_sites(
+    ops: list[GemmOp], tables: Tables | None, system: GpuSystem, miss_hint: str = ""
+) -> tuple[GemmSites, tuple[str, ...]]:
     """The record and, per op, how its shape is resolved (for inspection).
 
     `tables` None: SOL mode, no sites read. `miss_hint`: appended to a miss's message.
@@ -52,11 +53,12 @@ def gemm_sites(ops: list[GemmOp], tables: Tables | None, system: GpuSystem,
         except OpTableError as exc:
             if not miss_hint:
                 raise
-            raise OpTableError(op.name, f"gemm dtype={op.dtype} n={op.n} k={op.k}",
-                               f"{exc.detail}; {miss_hint}") from None
+            raise OpTableError(
+                op.name, f"gemm dtype={op.dtype} n={op.n} k={op.k}", f"{exc.detail}; {miss_hint}"
+            ) from None
         num[gi] = count
-        sites[gi, :len(ids)] = ids
-        weights[gi, :len(ws)] = ws
+        sites[gi, : len(ids)] = ids
+        weights[gi, : len(ws)] = ws
         descr.append(text)
     curves = SiteTable.no_sites() if table is None else table.curves()
     record = GemmSites(
@@ -64,7 +66,11 @@ def gemm_sites(ops: list[GemmOp], tables: Tables | None, system: GpuSystem,
         op_k=np.array([float(op.k) for op in ops]),
         op_flops=np.array([system.tensor_flops(op.dtype) for op in ops]),
         op_bpe=np.array([DTYPE_BYTES[op.dtype] for op in ops]),
-        op_num_sites=num, op_sites=sites, op_weights=weights, **curves)
+        op_num_sites=num,
+        op_sites=sites,
+        op_weights=weights,
+        **curves,
+    )
     return record, tuple(descr)
 
 
@@ -78,7 +84,7 @@ class SiteTable:
         self.system = system
         self._by_dtype: dict[str, tuple[list[tuple[int, int]], dict]] = {}
         self._energy: dict[str, dict[tuple[int, int, int], float]] = {}
-        self.used: list[tuple[str, int, int]] = []   # plan site id -> (dtype, n, k)
+        self.used: list[tuple[str, int, int]] = []  # plan site id -> (dtype, n, k)
         self.used_id: dict[tuple[str, int, int], int] = {}
 
     def _sites(self, dtype: str):
@@ -90,13 +96,14 @@ class SiteTable:
             order: list[tuple[int, int]] = []
             rows: dict[tuple[int, int], dict[int, float]] = {}
             energy = self._energy.setdefault(dtype, {})
-            for n, k, m, lat, pw in zip(ns.tolist(), ks.tolist(), ms.tolist(), lats.tolist(),
-                                        pws, strict=True):
+            for n, k, m, lat, pw in zip(
+                ns.tolist(), ks.tolist(), ms.tolist(), lats.tolist(), pws, strict=True
+            ):
                 curve = rows.get((n, k))
                 if curve is None:
                     curve = rows[(n, k)] = {}
                     order.append((n, k))
-                if m not in curve:   # first row wins
+                if m not in curve:  # first row wins
                     curve[m] = lat
                     energy[(n, k, m)] = pw * lat
             self._by_dtype[dtype] = (order, rows)
@@ -113,13 +120,16 @@ class SiteTable:
         """(candidate count (0 = exact site), site ids, weights, description) of one shape."""
         order, rows = self._sites(dtype)
         if not order:
-            raise OpTableError(f"{op}", f"gemm dtype={dtype}",
-                               f"GEMM perf data missing for quant {dtype!r}")
+            raise OpTableError(
+                f"{op}", f"gemm dtype={dtype}", f"GEMM perf data missing for quant {dtype!r}"
+            )
         if (n, k) in rows:
             return 0, [self._site_id(dtype, n, k)], [1.0], f"{op} ({dtype}, n={n}, k={k}): site"
         ln, lk = math.log2(n), math.log2(k)
-        dist = [(math.hypot(math.log2(sn) - ln, math.log2(sk) - lk), i, (sn, sk))
-                for i, (sn, sk) in enumerate(order)]
+        dist = [
+            (math.hypot(math.log2(sn) - ln, math.log2(sk) - lk), i, (sn, sk))
+            for i, (sn, sk) in enumerate(order)
+        ]
         near = sorted((x for x in dist if x[0] <= GEMM_GATE_OCTAVES), key=lambda x: x[:2])
         how = "IDW"
         if not near:
@@ -130,15 +140,17 @@ class SiteTable:
             over = [n > max_n, k > max_k]
             inside = [min_n <= n <= max_n, min_k <= k <= max_k]
             if sum(over) == 1 and inside[over.index(False)]:
-                near = sorted(dist, key=lambda x: x[:2])   # frontier waiver: no gate
+                near = sorted(dist, key=lambda x: x[:2])  # frontier waiver: no gate
                 how = "IDW (frontier waiver)"
             else:
                 raise OpTableError(
-                    op, f"gemm dtype={dtype} n={n} k={k}",
-                    f"no GEMM site within {GEMM_GATE_OCTAVES} octaves and no single-axis "
-                    "frontier")
+                    op,
+                    f"gemm dtype={dtype} n={n} k={k}",
+                    f"no GEMM site within {GEMM_GATE_OCTAVES} octaves and no single-axis frontier",
+                )
         text = f"{op} ({dtype}, n={n}, k={k}): {how} from " + ", ".join(
-            f"({sn},{sk})" for _, _, (sn, sk) in near[:GEMM_IDW_SITES])
+            f"({sn},{sk})" for _, _, (sn, sk) in near[:GEMM_IDW_SITES]
+        )
         near = m_range_candidates(near, rows)
         if len(near) > GEMM_IDW_SITES:
             text += f" (+{len(near) - GEMM_IDW_SITES} where their m-curves end)"
@@ -163,24 +175,37 @@ class SiteTable:
                 sol = max(2.0 * m * n * k / flops, bpe * (m * n + m * k + n * k) / mem_bw)
                 sol *= 1000.0
                 cm.append(float(m))
-                cl.append(lat if lat >= sol else sol)   # load-time SOL clamp
-                ce.append(self._energy[dtype][(n, k, m)])   # E of the measured latency
+                cl.append(lat if lat >= sol else sol)  # load-time SOL clamp
+                ce.append(self._energy[dtype][(n, k, m)])  # E of the measured latency
             off.append(len(cm))
             sn.append(float(n))
             sk.append(float(k))
             sf.append(flops)
             sb.append(bpe)
-        return {"site_off": np.asarray(off, np.int64), "site_n": np.asarray(sn),
-                "site_k": np.asarray(sk), "site_flops": np.asarray(sf),
-                "site_bpe": np.asarray(sb), "curve_m": np.asarray(cm, np.float64),
-                "curve_lat": np.asarray(cl, np.float64), "curve_en": np.asarray(ce, np.float64)}
+        return {
+            "site_off": np.asarray(off, np.int64),
+            "site_n": np.asarray(sn),
+            "site_k": np.asarray(sk),
+            "site_flops": np.asarray(sf),
+            "site_bpe": np.asarray(sb),
+            "curve_m": np.asarray(cm, np.float64),
+            "curve_lat": np.asarray(cl, np.float64),
+            "curve_en": np.asarray(ce, np.float64),
+        }
 
     @staticmethod
     def no_sites() -> dict[str, np.ndarray]:
         """The site fields of a plan that reads no GEMM table (SOL mode)."""
-        return {"site_off": np.zeros(1, np.int64), "site_n": np.ones(1), "site_k": np.ones(1),
-                "site_flops": np.ones(1), "site_bpe": np.ones(1), "curve_m": np.ones(1),
-                "curve_lat": np.ones(1), "curve_en": np.zeros(1)}
+        return {
+            "site_off": np.zeros(1, np.int64),
+            "site_n": np.ones(1),
+            "site_k": np.ones(1),
+            "site_flops": np.ones(1),
+            "site_bpe": np.ones(1),
+            "curve_m": np.ones(1),
+            "curve_lat": np.ones(1),
+            "curve_en": np.zeros(1),
+        }
 
 
 def m_range_candidates(near: list, rows: dict) -> list:
@@ -196,11 +221,14 @@ def m_range_candidates(near: list, rows: dict) -> list:
     ends = sorted({e for r in ranges for e in r})
     probes = [ends[0] - 0.5, ends[-1] + 0.5, *ends]
     probes += [(a + b) / 2.0 for a, b in itertools.pairwise(ends)]
-    keep = set(range(min(GEMM_IDW_SITES, len(near))))   # the no-cover fall-back
+    keep = set(range(min(GEMM_IDW_SITES, len(near))))  # the no-cover fall-back
     for m in probes:
         cover = [i for i, (lo, hi) in enumerate(ranges) if lo <= m <= hi]
         keep.update(cover[:GEMM_IDW_SITES])
     if len(keep) > GEMM_MAX_NEIGHBOURS:
-        raise OpTableError("gemm", f"{len(near)} neighbour sites",
-                           f"more than {GEMM_MAX_NEIGHBOURS} IDW candidates needed")
+        raise OpTableError(
+            "gemm",
+            f"{len(near)} neighbour sites",
+            f"more than {GEMM_MAX_NEIGHBOURS} IDW candidates needed",
+        )
     return [near[i] for i in sorted(keep)]

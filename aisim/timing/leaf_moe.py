@@ -22,20 +22,37 @@ def absent_moe() -> MoeCurve:
     return MoeCurve(np.ones(1), np.ones(1), np.zeros(1), np.ones(KM.MOE_PAR_SIZE))
 
 
-def moe_curve(tables: Tables, model: ModelArch, *, dtype: str, distribution: str, moe_tp: int,
-              moe_ep: int, attention_dp: int, system: GpuSystem, where: str) -> MoeCurve:
-    slice_text = (f"moe moe_dtype={dtype} distribution={distribution} "
-                  f"topk={model.num_experts_per_tok} num_experts={model.num_experts} "
-                  f"hidden={model.hidden_size} inter={model.moe_intermediate_size} "
-                  f"moe_tp={moe_tp} moe_ep={moe_ep}")
+def moe_curve(
+    tables: Tables,
+    model: ModelArch,
+    *,
+    dtype: str,
+    distribution: str,
+    moe_tp: int,
+    moe_ep: int,
+    attention_dp: int,
+    system: GpuSystem,
+    where: str,
+) -> MoeCurve:
+    slice_text = (
+        f"moe moe_dtype={dtype} distribution={distribution} "
+        f"topk={model.num_experts_per_tok} num_experts={model.num_experts} "
+        f"hidden={model.hidden_size} inter={model.moe_intermediate_size} "
+        f"moe_tp={moe_tp} moe_ep={moe_ep}"
+    )
     if "moe" not in tables:
         raise OpTableError("moe", slice_text, f"the op-time table has no moe family ({where})")
     c = ordered_rows(tables["moe"])
-    mask = ((c["moe_dtype"] == dtype) & (c["distribution"] == distribution)
-            & (c["topk"] == model.num_experts_per_tok) & (c["num_experts"] == model.num_experts)
-            & (c["hidden_size"] == model.hidden_size)
-            & (c["inter_size"] == model.moe_intermediate_size)
-            & (c["moe_tp_size"] == moe_tp) & (c["moe_ep_size"] == moe_ep))
+    mask = (
+        (c["moe_dtype"] == dtype)
+        & (c["distribution"] == distribution)
+        & (c["topk"] == model.num_experts_per_tok)
+        & (c["num_experts"] == model.num_experts)
+        & (c["hidden_size"] == model.hidden_size)
+        & (c["inter_size"] == model.moe_intermediate_size)
+        & (c["moe_tp_size"] == moe_tp)
+        & (c["moe_ep_size"] == moe_ep)
+    )
     if "low_latency" in c:
         mask &= c["low_latency"] == 0
     idx = np.nonzero(mask)[0]

@@ -34,7 +34,8 @@ def group_scale(num_gpus: int, measured_max: int, system: GpuSystem) -> float:
     if per_node is None:
         raise NotAvailableError(
             f"a {num_gpus}-GPU communication group is larger than every measured one "
-            f"({measured_max}) and the system block does not give num_gpus_per_node")
+            f"({measured_max}) and the system block does not give num_gpus_per_node"
+        )
     bw = 1.0
     if measured_max <= per_node < num_gpus:
         bw = system.intra_node_bw / system.inter_node_bw

@@ -41,8 +41,13 @@ def plan_sources() -> list[Path]:
     import aisim.kernels
 
     here = Path(__file__).parent
-    return sorted([*here.glob("*.py"), *(here.parent / "optable").glob("*.py"),
-                   *Path(aisim.kernels.__file__).parent.glob("optime_*.py")])
+    return sorted(
+        [
+            *here.glob("*.py"),
+            *(here.parent / "optable").glob("*.py"),
+            *Path(aisim.kernels.__file__).parent.glob("optime_*.py"),
+        ]
+    )
 
 
 @functools.cache
@@ -114,7 +119,7 @@ def load(path: Path) -> PassPlan | None:
         header = json.loads(blob[:end])
         if header.get("format") != _FORMAT:
             return None
-        body = memoryview(blob)[end + 1:]
+        body = memoryview(blob)[end + 1 :]
         arrays = {}
         for name, (dtype, shape, offset) in header["arrays"].items():
             count = int(np.prod(shape, dtype=np.int64))
@@ -124,8 +129,9 @@ def load(path: Path) -> PassPlan | None:
         meta = header["meta"]
     except (OSError, KeyError, ValueError, TypeError):
         return None
-    return PassPlan(arrays=record,
-                    **{k: tuple(v) if isinstance(v, list) else v for k, v in meta.items()})
+    return PassPlan(
+        arrays=record, **{k: tuple(v) if isinstance(v, list) else v for k, v in meta.items()}
+    )
 
 
 def store(path: Path, plan: PassPlan) -> None:
@@ -138,8 +144,14 @@ def store(path: Path, plan: PassPlan) -> None:
         index[name] = (a.dtype.str, list(a.shape), offset)
         chunks.append(raw)
         offset += len(raw)
-    header = json.dumps({"format": _FORMAT, "meta": meta,
-                         "scalars": scalars_of(plan.arrays)._asdict(), "arrays": index})
+    header = json.dumps(
+        {
+            "format": _FORMAT,
+            "meta": meta,
+            "scalars": scalars_of(plan.arrays)._asdict(),
+            "arrays": index,
+        }
+    )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

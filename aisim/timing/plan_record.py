@@ -43,9 +43,11 @@ class Deployment:
     nextn: int = 0
 
     def where(self, model_id: str) -> str:
-        return (f"{model_id} on {self.backend} {self.version} with tensor {self.tensor} x "
-                f"attention_data {self.attention_dp}, moe_tensor {self.moe_tensor} x "
-                f"moe_expert {self.moe_expert}")
+        return (
+            f"{model_id} on {self.backend} {self.version} with tensor {self.tensor} x "
+            f"attention_data {self.attention_dp}, moe_tensor {self.moe_tensor} x "
+            f"moe_expert {self.moe_expert}"
+        )
 
     def moe_group_gpus(self, where: str) -> int:
         """The MoE group size; attention tensor x attention-DP must fill it exactly."""
@@ -53,19 +55,22 @@ class Deployment:
             raise NotAvailableError(
                 f"op-level timing for {where}: tensor x attention_data "
                 f"({self.tensor * self.attention_dp}) must equal moe_tensor x moe_expert "
-                f"({self.moe_tensor * self.moe_expert})")
+                f"({self.moe_tensor * self.moe_expert})"
+            )
         return self.moe_tensor * self.moe_expert
 
     def check_moe_mode(self) -> None:
         if self.mode != "SILICON":
-            raise NotAvailableError(f"database_mode {self.mode}: MoE models are priced in "
-                                    "SILICON mode only so far")
+            raise NotAvailableError(
+                f"database_mode {self.mode}: MoE models are priced in SILICON mode only so far"
+            )
 
     def check_mode(self) -> None:
         if self.mode not in MODES:
             raise NotAvailableError(
                 f"database_mode {self.mode}: only SILICON and SOL are available (HYBRID and "
-                "EMPIRICAL are not built yet)")
+                "EMPIRICAL are not built yet)"
+            )
         if self.pipeline < 1:
             raise NotAvailableError(f"pipeline parallelism {self.pipeline} is not valid")
 
@@ -75,7 +80,7 @@ class PassPlan:
     """A resolved plan plus the names the breakdown reports."""
 
     arrays: OpPlan
-    op_names: tuple[str, ...]   # "context_<op>" then "generation_<op>"
+    op_names: tuple[str, ...]  # "context_<op>" then "generation_<op>"
     num_ctx_ops: int
     model_id: str
     backend: str
@@ -89,19 +94,20 @@ class OpRow(NamedTuple):
     """One op of the plan. `gemm` names a GEMM op of the plan (or is None); OP_SUM rows get
     their first hidden sub-op as index from `assemble` (param = their sub-op count)."""
 
-    phase: str      # "context", "generation" or "hidden" (evaluated inside a composite op)
+    phase: str  # "context", "generation" or "hidden" (evaluated inside a composite op)
     name: str
-    kind: int       # optime_pass.OP_*
+    kind: int  # optime_pass.OP_*
     gemm: str | None
-    param: float    # bytes or elements per token
-    scale: float    # layers (or 1) multiplier
+    param: float  # bytes or elements per token
+    scale: float  # layers (or 1) multiplier
 
 
 def pass_scalars(**values) -> np.ndarray:
     """The PASS_SCALARS record of PassScalars fields (unset fields 0; an unknown name raises)."""
-    view = PassScalars(**{name: kind(values.pop(name, 0))
-                          for name, kind in _SCALAR_TYPES.items()}, **values)
-    record = np.zeros(1, KP.PASS_SCALARS)   # zeroed padding: equal plans, equal bytes
+    view = PassScalars(
+        **{name: kind(values.pop(name, 0)) for name, kind in _SCALAR_TYPES.items()}, **values
+    )
+    record = np.zeros(1, KP.PASS_SCALARS)  # zeroed padding: equal plans, equal bytes
     for name, value in view._asdict().items():
         record[name] = value
     return record
@@ -114,13 +120,26 @@ def scalars_of(arrays: OpPlan) -> PassScalars:
 
 def system_scalars(system: GpuSystem) -> dict:
     """The PassScalars fields that come from the GPU system."""
-    return {"mem_bw": system.mem_bw, "mem_eff": system.mem_eff,
-            "mem_const_s": system.mem_const_s, "link_bw": system.intra_node_bw,
-            "inter_bw": system.inter_node_bw, "p2p_latency_s": system.p2p_latency_s}
+    return {
+        "mem_bw": system.mem_bw,
+        "mem_eff": system.mem_eff,
+        "mem_const_s": system.mem_const_s,
+        "link_bw": system.intra_node_bw,
+        "inter_bw": system.inter_node_bw,
+        "p2p_latency_s": system.p2p_latency_s,
+    }
 
 
-def assemble(model_id: str, deployment: Deployment, system: GpuSystem, rows: list[OpRow],
-             gemm_ops: list[GemmOp], gemm: tuple, scalars: dict, **leaves) -> PassPlan:
+def assemble(
+    model_id: str,
+    deployment: Deployment,
+    system: GpuSystem,
+    rows: list[OpRow],
+    gemm_ops: list[GemmOp],
+    gemm: tuple,
+    scalars: dict,
+    **leaves,
+) -> PassPlan:
     """The plan of `rows` (context, generation, then hidden; OP_SUM blocks point at the first
     of the hidden rows named after them, see `sum_block`). `gemm`: gemm_sites(...)'s result;
     `leaves`: OpPlan leaf fields the family reads; `scalars`: its PassScalars fields."""
@@ -133,29 +152,47 @@ def assemble(model_id: str, deployment: Deployment, system: GpuSystem, rows: lis
             index.append(_first_sub_op(rows, i))
         else:
             index.append(-1 if r.gemm is None else gemm_index[r.gemm])
-    ops = OpList(kind=np.asarray([r.kind for r in rows], np.int64),
-                 index=np.asarray(index, np.int64),
-                 param=np.asarray([r.param for r in rows], np.float64),
-                 scale=np.asarray([r.scale for r in rows], np.float64))
+    ops = OpList(
+        kind=np.asarray([r.kind for r in rows], np.int64),
+        index=np.asarray(index, np.int64),
+        param=np.asarray([r.param for r in rows], np.float64),
+        scale=np.asarray([r.scale for r in rows], np.float64),
+    )
     record, descr = gemm
     arrays = OpPlan(
-        scalars=pass_scalars(mode=MODES[deployment.mode], num_ctx_ops=num_ctx, num_ops=num_ops,
-                             nextn=deployment.nextn, **system_scalars(system), **scalars),
-        ops=ops, gemm=record, **{**_stand_ins(), **leaves})
-    return PassPlan(arrays=arrays,
-                    op_names=tuple(f"{r.phase}_{r.name}" for r in rows[:num_ops]),
-                    num_ctx_ops=num_ctx, model_id=model_id, backend=deployment.backend,
-                    version=deployment.version, mode=deployment.mode,
-                    tensor_parallel=deployment.tensor, gemm_descr=descr)
+        scalars=pass_scalars(
+            mode=MODES[deployment.mode],
+            num_ctx_ops=num_ctx,
+            num_ops=num_ops,
+            nextn=deployment.nextn,
+            **system_scalars(system),
+            **scalars,
+        ),
+        ops=ops,
+        gemm=record,
+        **{**_stand_ins(), **leaves},
+    )
+    return PassPlan(
+        arrays=arrays,
+        op_names=tuple(f"{r.phase}_{r.name}" for r in rows[:num_ops]),
+        num_ctx_ops=num_ctx,
+        model_id=model_id,
+        backend=deployment.backend,
+        version=deployment.version,
+        mode=deployment.mode,
+        tensor_parallel=deployment.tensor,
+        gemm_descr=descr,
+    )
 
 
-SUM_MARK = "/"   # hidden rows of an OP_SUM block are named "<block>/<sub-op>"
+SUM_MARK = "/"  # hidden rows of an OP_SUM block are named "<block>/<sub-op>"
 
 
 def sum_block(phase: str, name: str, sub_ops: list[OpRow], scale: float) -> tuple[OpRow, list]:
     """An OP_SUM op `name` made of `sub_ops` (per layer, summed) and its hidden rows."""
-    hidden = [r._replace(phase="hidden", name=f"{name}{SUM_MARK}{r.name}", scale=1.0)
-              for r in sub_ops]
+    hidden = [
+        r._replace(phase="hidden", name=f"{name}{SUM_MARK}{r.name}", scale=1.0) for r in sub_ops
+    ]
     return OpRow(phase, name, KP.OP_SUM, None, float(len(sub_ops)), scale), hidden
 
 
@@ -173,12 +210,27 @@ def placeholder_plan() -> OpPlan:
 
 def _stand_ins() -> dict:
     """Every OpPlan leaf as a stand-in, plus the attention hold's scratch space."""
-    return {"context_attention": absent_grid(), "generation_attention": absent_grid(),
-            "dsa_context": absent_grid(), "dsa_generation": absent_grid(),
-            "allreduce": absent_curve(), "all_gather": absent_curve(),
-            "reduce_scatter": absent_curve(), "moe": absent_moe(),
-            "scratch_d": np.zeros(8, np.float64), "scratch_i": np.zeros(8, np.int64)}
+    return {
+        "context_attention": absent_grid(),
+        "generation_attention": absent_grid(),
+        "dsa_context": absent_grid(),
+        "dsa_generation": absent_grid(),
+        "allreduce": absent_curve(),
+        "all_gather": absent_curve(),
+        "reduce_scatter": absent_curve(),
+        "moe": absent_moe(),
+        "scratch_d": np.zeros(8, np.float64),
+        "scratch_i": np.zeros(8, np.int64),
+    }
 
 
-_NO_SYSTEM = GpuSystem(mem_bw=1.0, mem_eff=1.0, mem_const_s=0.0, intra_node_bw=1.0,
-                       inter_node_bw=1.0, p2p_latency_s=0.0, gpus_per_node=None, flops={})
+_NO_SYSTEM = GpuSystem(
+    mem_bw=1.0,
+    mem_eff=1.0,
+    mem_const_s=0.0,
+    intra_node_bw=1.0,
+    inter_node_bw=1.0,
+    p2p_latency_s=0.0,
+    gpus_per_node=None,
+    flops={},
+)

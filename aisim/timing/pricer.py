@@ -32,15 +32,31 @@ class PassPricer:
 
     def prefill(self, batch: int, isl: int, prefix: int = 0) -> float:
         _check(batch, isl, prefix)
-        return float(optime_pass.price_prefill(self.plan.arrays, np.int64(batch), np.int64(isl),
-                                               np.int64(prefix), self.ms, self.energy_wms,
-                                               self.covered_ms))
+        return float(
+            optime_pass.price_prefill(
+                self.plan.arrays,
+                np.int64(batch),
+                np.int64(isl),
+                np.int64(prefix),
+                self.ms,
+                self.energy_wms,
+                self.covered_ms,
+            )
+        )
 
     def decode(self, batch: int, ctx: int) -> float:
         if batch < 1 or ctx < 1:
             raise ValueError(f"decode needs batch >= 1 and ctx >= 1, got {batch}, {ctx}")
-        return float(optime_pass.price_decode(self.plan.arrays, np.int64(batch), np.int64(ctx),
-                                              self.ms, self.energy_wms, self.covered_ms))
+        return float(
+            optime_pass.price_decode(
+                self.plan.arrays,
+                np.int64(batch),
+                np.int64(ctx),
+                self.ms,
+                self.energy_wms,
+                self.covered_ms,
+            )
+        )
 
     def prefill_breakdown(self, batch: int, isl: int, prefix: int = 0) -> list[tuple[str, float]]:
         self.prefill(batch, isl, prefix)
@@ -79,10 +95,12 @@ class PassPricer:
         names = self.plan.op_names
         # TRT-LLM DeepSeek-V3 / R1 name their attention `*_mla_block` (not checked against
         # the FPM API: the block's GEMMs are taken at the prefill shape like attention)
-        attn = names.index("context_attention" if "context_attention" in names
-                           else "context_mla_block")
-        gen_attn = names.index("generation_attention" if "generation_attention" in names
-                               else "generation_mla_block")
+        attn = names.index(
+            "context_attention" if "context_attention" in names else "context_mla_block"
+        )
+        gen_attn = names.index(
+            "generation_attention" if "generation_attention" in names else "generation_mla_block"
+        )
         out = (self.ms, self.energy_wms, self.covered_ms)
         total = 0.0
         for i in range(n):
@@ -92,12 +110,14 @@ class PassPricer:
                 args = (tokens, 1.0, float(batch), float(isl), float(prefix))
             total += optime_pass.price_range(a, i, i + 1, *args, *out)
         eff = float(dec_batch * (1 + nextn))
-        total += optime_pass.price_range(a, gen_attn, gen_attn + 1, eff, eff, eff, float(ctx),
-                                         0.0, *out)
+        total += optime_pass.price_range(
+            a, gen_attn, gen_attn + 1, eff, eff, eff, float(ctx), 0.0, *out
+        )
         return float(total)
 
 
 def _check(batch: int, isl: int, prefix: int) -> None:
     if batch < 1 or isl < 1 or prefix < 0 or prefix >= isl:
-        raise ValueError(f"prefill needs batch >= 1 and 0 <= prefix < isl, got {batch}, {isl}, "
-                         f"{prefix}")
+        raise ValueError(
+            f"prefill needs batch >= 1 and 0 <= prefix < isl, got {batch}, {isl}, {prefix}"
+        )

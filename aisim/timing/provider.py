@@ -33,11 +33,25 @@ def deployment_of(spec) -> Deployment:
     """The plan-relevant part of the spec (a dense plan ignores the MoE parallelism)."""
     version = data_version(spec.backend, spec.backend_version)
     if not is_moe_model(spec.model):
-        return Deployment(spec.backend, version, tensor=spec.tensor, pipeline=spec.pipeline,
-                          mode=spec.database_mode, nextn=spec.nextn)
-    return Deployment(spec.backend, version, tensor=spec.tensor, pipeline=spec.pipeline,
-                      attention_dp=spec.dp_size, moe_tensor=spec.moe_tensor,
-                      moe_expert=spec.moe_expert, mode=spec.database_mode, nextn=spec.nextn)
+        return Deployment(
+            spec.backend,
+            version,
+            tensor=spec.tensor,
+            pipeline=spec.pipeline,
+            mode=spec.database_mode,
+            nextn=spec.nextn,
+        )
+    return Deployment(
+        spec.backend,
+        version,
+        tensor=spec.tensor,
+        pipeline=spec.pipeline,
+        attention_dp=spec.dp_size,
+        moe_tensor=spec.moe_tensor,
+        moe_expert=spec.moe_expert,
+        mode=spec.database_mode,
+        nextn=spec.nextn,
+    )
 
 
 def plan_identity(spec, where: str) -> str:
@@ -45,8 +59,11 @@ def plan_identity(spec, where: str) -> str:
     plan-relevant deployment, the table sources): specs with equal identities share one plan,
     whatever their traffic. The on-disk cache key adds the plan code and the tables' manifest."""
     model, hardware, deployment, primary_only = _plan_inputs(spec, where)
-    return json.dumps([dataclasses.asdict(model), hardware, vars(deployment), primary_only],
-                      sort_keys=True, default=str)
+    return json.dumps(
+        [dataclasses.asdict(model), hardware, vars(deployment), primary_only],
+        sort_keys=True,
+        default=str,
+    )
 
 
 def _plan_inputs(spec, where: str):
@@ -54,8 +71,12 @@ def _plan_inputs(spec, where: str):
     # enable_shared_layer: false = the requested version's own rows only (docs/timing.md 2.2): no
     # reuse.yaml donors (small GEMMs, other models' attention shapes), no sibling versions
     # (DeepSeek then has no fp8_block GEMMs); AISimulate drops them for dense models too
-    return (spec.model, hardware_of(spec, where), deployment_of(spec),
-            spec.enable_shared_layer is False)
+    return (
+        spec.model,
+        hardware_of(spec, where),
+        deployment_of(spec),
+        spec.enable_shared_layer is False,
+    )
 
 
 def plan_for(spec, where: str):
@@ -67,12 +88,18 @@ def plan_for(spec, where: str):
     cached = load(path)
     if cached is not None:
         return cached
-    tables, system = load_tables(hardware, deployment.backend, deployment.version,
-                                 table_families(model))
+    tables, system = load_tables(
+        hardware, deployment.backend, deployment.version, table_families(model)
+    )
     if primary_only:
-        tables = {fam: ({k: np.asarray(v)[np.asarray(cols["src"]) == 0]
-                         for k, v in cols.items()} if "src" in cols else cols)
-                  for fam, cols in tables.items()}
+        tables = {
+            fam: (
+                {k: np.asarray(v)[np.asarray(cols["src"]) == 0] for k, v in cols.items()}
+                if "src" in cols
+                else cols
+            )
+            for fam, cols in tables.items()
+        }
     try:
         plan = build_plan(model, tables, system, deployment)
     except AisimError as exc:

@@ -10,24 +10,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # bytes per element, per table dtype name
-DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int8": 1.0,
-               "nvfp4": 0.5}
+DTYPE_BYTES = {
+    "bfloat16": 2.0,
+    "float16": 2.0,
+    "fp8": 1.0,
+    "fp8_block": 1.0,
+    "int8": 1.0,
+    "nvfp4": 0.5,
+}
 # the system's tensor-core FLOP/s key, per table dtype name
-_DTYPE_FLOPS_KEY = {"bfloat16": "bfloat16_tc_flops", "float16": "bfloat16_tc_flops",
-                    "fp8": "fp8_tc_flops", "fp8_block": "fp8_tc_flops", "int8": "int8_tc_flops",
-                    "nvfp4": "fp4_tc_flops"}
+_DTYPE_FLOPS_KEY = {
+    "bfloat16": "bfloat16_tc_flops",
+    "float16": "bfloat16_tc_flops",
+    "fp8": "fp8_tc_flops",
+    "fp8_block": "fp8_tc_flops",
+    "int8": "int8_tc_flops",
+    "nvfp4": "fp4_tc_flops",
+}
 
 
 @dataclass(frozen=True)
 class GpuSystem:
-    mem_bw: float              # bytes/s
-    mem_eff: float             # empirical bandwidth scaling of memory ops
-    mem_const_s: float         # empirical constant latency per memory op, s
-    intra_node_bw: float       # bytes/s
-    inter_node_bw: float       # bytes/s
+    mem_bw: float  # bytes/s
+    mem_eff: float  # empirical bandwidth scaling of memory ops
+    mem_const_s: float  # empirical constant latency per memory op, s
+    intra_node_bw: float  # bytes/s
+    inter_node_bw: float  # bytes/s
     p2p_latency_s: float
     gpus_per_node: int | None  # None: the system block does not say (groups beyond are refused)
-    flops: dict                # the gpu block's *_flops entries, FLOP/s
+    flops: dict  # the gpu block's *_flops entries, FLOP/s
 
     @classmethod
     def from_dict(cls, system: dict) -> GpuSystem:

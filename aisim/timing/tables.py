@@ -42,15 +42,28 @@ def first_row_points(x: list, y: list, en: list) -> tuple[np.ndarray, np.ndarray
     for xi, yi, ei in zip(x, y, en, strict=True):
         first.setdefault(xi, (yi, ei))
     xs = sorted(first)
-    return (np.asarray(xs, np.float64), np.asarray([first[v][0] for v in xs], np.float64),
-            np.asarray([first[v][1] for v in xs], np.float64))
+    return (
+        np.asarray(xs, np.float64),
+        np.asarray([first[v][0] for v in xs], np.float64),
+        np.asarray([first[v][1] for v in xs], np.float64),
+    )
 
 
 FAMILIES = ("gemm", "context_attention", "generation_attention", "custom_allreduce")
 # what the MoE / DeepSeek families read (aisim.timing.families)
-MOE_FAMILIES = ("gemm", "context_attention", "generation_attention", "custom_allreduce",
-                "dsa_context_module", "dsa_generation_module", "mla_context_module",
-                "mla_generation_module", "moe", "nccl", "context_mla")
+MOE_FAMILIES = (
+    "gemm",
+    "context_attention",
+    "generation_attention",
+    "custom_allreduce",
+    "dsa_context_module",
+    "dsa_generation_module",
+    "mla_context_module",
+    "mla_generation_module",
+    "moe",
+    "nccl",
+    "context_mla",
+)
 
 
 def from_optable(optable, families: tuple[str, ...] = FAMILIES) -> Tables:
@@ -63,7 +76,7 @@ def from_optable(optable, families: tuple[str, ...] = FAMILIES) -> Tables:
     out: Tables = {}
     for family in families:
         if family not in optable.families:
-            continue   # the planner names the missing family when it needs it
+            continue  # the planner names the missing family when it needs it
         cols = dict(optable.columns(family))
         cats = optable.categories(family)
         for name in list(cols):
@@ -72,8 +85,9 @@ def from_optable(optable, families: tuple[str, ...] = FAMILIES) -> Tables:
         n = len(cols["latency"])
         for name, value in (optable.meta(family).get("constants") or {}).items():
             if name not in cols:
-                cols[name] = np.full(n, value, dtype=object if isinstance(value, str)
-                                     else np.asarray(value).dtype)
+                cols[name] = np.full(
+                    n, value, dtype=object if isinstance(value, str) else np.asarray(value).dtype
+                )
         if family == "generation_attention" and "kv_len" in cols:
             cols["isl"] = np.asarray(cols["kv_len"], np.int64)
             cols["step"] = np.zeros(n, np.int64)
@@ -85,8 +99,9 @@ def from_optable(optable, families: tuple[str, ...] = FAMILIES) -> Tables:
     return out
 
 
-def load_tables(hardware: str, backend: str, version: str,
-                families: tuple[str, ...] = FAMILIES) -> tuple[Tables, GpuSystem]:
+def load_tables(
+    hardware: str, backend: str, version: str, families: tuple[str, ...] = FAMILIES
+) -> tuple[Tables, GpuSystem]:
     """(tables in dict form, system constants) from the shipped compiled op-time table."""
     from aisim.optable.load import load_optable
 

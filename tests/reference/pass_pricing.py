@@ -72,17 +72,33 @@ class DensePlanReading:
         self.ops = list(zip(*(a.tolist() for a in arrays.ops), strict=True))
         g = arrays.gemm
         off = g.site_off.tolist()
-        self.sites = []   # per site: (sorted m, {m: (lat, en)}, n, k, flops, bpe)
+        self.sites = []  # per site: (sorted m, {m: (lat, en)}, n, k, flops, bpe)
         for i in range(len(off) - 1):
-            ms = g.curve_m[off[i]:off[i + 1]].tolist()
-            rows = dict(zip(ms, zip(g.curve_lat[off[i]:off[i + 1]].tolist(),
-                                    g.curve_en[off[i]:off[i + 1]].tolist(), strict=True),
-                            strict=True))
-            self.sites.append((ms, rows, g.site_n[i], g.site_k[i], g.site_flops[i],
-                               g.site_bpe[i]))
-        self.gemm_ops = [(g.op_n[i], g.op_k[i], g.op_flops[i], g.op_bpe[i],
-                          int(g.op_num_sites[i]), g.op_sites[i].tolist(),
-                          g.op_weights[i].tolist()) for i in range(len(g.op_n))]
+            ms = g.curve_m[off[i] : off[i + 1]].tolist()
+            rows = dict(
+                zip(
+                    ms,
+                    zip(
+                        g.curve_lat[off[i] : off[i + 1]].tolist(),
+                        g.curve_en[off[i] : off[i + 1]].tolist(),
+                        strict=True,
+                    ),
+                    strict=True,
+                )
+            )
+            self.sites.append((ms, rows, g.site_n[i], g.site_k[i], g.site_flops[i], g.site_bpe[i]))
+        self.gemm_ops = [
+            (
+                g.op_n[i],
+                g.op_k[i],
+                g.op_flops[i],
+                g.op_bpe[i],
+                int(g.op_num_sites[i]),
+                g.op_sites[i].tolist(),
+                g.op_weights[i].tolist(),
+            )
+            for i in range(len(g.op_n))
+        ]
         self.context = _Grid(arrays.context_attention)
         self.generation = _Grid(arrays.generation_attention)
         c = arrays.allreduce
@@ -150,20 +166,27 @@ class DensePlanReading:
             return self._allreduce(tokens * param)
         if kind == CONTEXT:
             if sol:
-                return (context_sol_with_prefix(s.heads, seq, prefix, batch, self.context.par)
-                        + s.ctx_extra_sol_ms, 0.0)
+                return (
+                    context_sol_with_prefix(s.heads, seq, prefix, batch, self.context.par)
+                    + s.ctx_extra_sol_ms,
+                    0.0,
+                )
             corr = (seq * seq - prefix * prefix) / (seq * seq)
             lat, en = self.context.lookup(True, (s.heads, seq, batch))
             return lat * corr + s.ctx_extra_ms, en * corr
         if kind == GENERATION:
             if sol:
-                return (attention_sol(False, s.heads, batch, seq, self.generation.par)
-                        + s.gen_extra_sol_ms, 0.0)
+                return (
+                    attention_sol(False, s.heads, batch, seq, self.generation.par)
+                    + s.gen_extra_sol_ms,
+                    0.0,
+                )
             lo = max(1, math.floor(0.9 * seq))
             hi = max(lo, math.floor(1.1 * seq))
-            samples = [self.generation.lookup(False, (s.heads, batch, float(lo + (hi - lo) * j
-                                                                            // 4)))
-                       for j in range(5)]
+            samples = [
+                self.generation.lookup(False, (s.heads, batch, float(lo + (hi - lo) * j // 4)))
+                for j in range(5)
+            ]
             lat = sum(x for x, _ in samples) / 5.0
             return lat + s.gen_extra_ms, sum(e for _, e in samples) / 5.0
         if kind == P2P:
@@ -199,13 +222,17 @@ class DensePlanReading:
     def prefill(self, batch: int, isl: int, prefix: int) -> list[tuple[float, float]]:
         """Per context op (latency, energy), scale applied."""
         tokens = float(batch * (isl - prefix))
-        return [self._scaled(i, tokens, float(batch), float(batch), float(isl), float(prefix))
-                for i in range(self.s.num_ctx_ops)]
+        return [
+            self._scaled(i, tokens, float(batch), float(batch), float(isl), float(prefix))
+            for i in range(self.s.num_ctx_ops)
+        ]
 
     def decode(self, batch: int, ctx: int) -> list[tuple[float, float]]:
         eff = float(batch * (1 + self.s.nextn))
-        return [self._scaled(i, eff, eff, eff, float(ctx), 0.0)
-                for i in range(self.s.num_ctx_ops, self.s.num_ops)]
+        return [
+            self._scaled(i, eff, eff, eff, float(ctx), 0.0)
+            for i in range(self.s.num_ctx_ops, self.s.num_ops)
+        ]
 
     def _scaled(self, i, *shape) -> tuple[float, float]:
         lat, en = self.op(i, *shape)
@@ -221,10 +248,22 @@ class _Grid:
         self.lat = grid.lat.tolist()
         self.en = grid.en.tolist()
         v0, o0, v1, o1, v2 = (a.tolist() for a in grid[:5])
-        self.tree = [(v0[a], [(v1[b], [(v2[c], c) for c in range(o1[b], o1[b + 1])])
-                              for b in range(o0[a], o0[a + 1])]) for a in range(len(v0))]
-        self.leaves = [((x0, x1, x2), leaf) for x0, level1 in self.tree
-                       for x1, level2 in level1 for x2, leaf in level2]
+        self.tree = [
+            (
+                v0[a],
+                [
+                    (v1[b], [(v2[c], c) for c in range(o1[b], o1[b + 1])])
+                    for b in range(o0[a], o0[a + 1])
+                ],
+            )
+            for a in range(len(v0))
+        ]
+        self.leaves = [
+            ((x0, x1, x2), leaf)
+            for x0, level1 in self.tree
+            for x1, level2 in level1
+            for x2, leaf in level2
+        ]
 
     def lookup(self, context: bool, q: tuple) -> tuple[float, float]:
         found = self._level(context, q, 0, self.tree)
@@ -249,20 +288,22 @@ class _Grid:
         if axis == 2:
             (c0, a), (c1, b) = nodes[i - 1], nodes[i]
             w = (q[2] - c0) / (c1 - c0)
-            return (_lerp(self.lat[a], self.lat[b], w),
-                    _lerp(_power(self.lat[a], self.en[a]), _power(self.lat[b], self.en[b]), w),
-                    None)
+            return (
+                _lerp(self.lat[a], self.lat[b], w),
+                _lerp(_power(self.lat[a], self.en[a]), _power(self.lat[b], self.en[b]), w),
+                None,
+            )
         lo = self._level(context, q, axis + 1, nodes[i - 1][1])
         hi = self._level(context, q, axis + 1, nodes[i][1])
         if lo is not None and hi is not None:
             w = (q[axis] - coords[i - 1]) / (coords[i] - coords[i - 1])
-            if context and axis == 1:   # sqrt(latency) blended along the sequence axis
+            if context and axis == 1:  # sqrt(latency) blended along the sequence axis
                 lat = _lerp(math.sqrt(lo[0]), math.sqrt(hi[0]), w) ** 2
             else:
                 lat = _lerp(lo[0], hi[0], w)
             return lat, _lerp(lo[1], hi[1], w), None
         for got, at in ((lo, coords[i - 1]), (hi, coords[i])):
-            if got is not None:   # the survivor, rescaled by the SOL along this axis only
+            if got is not None:  # the survivor, rescaled by the SOL along this axis only
                 moved = tuple(at if a == axis else x for a, x in enumerate(q))
                 ratio = self._sol(context, q) / self._sol(context, moved)
                 return got[0] * ratio, got[1], None
@@ -273,9 +314,11 @@ class _Grid:
 
     def _hold(self, context: bool, q: tuple) -> tuple[float, float]:
         lq = [math.log2(x) for x in q]
-        dist = [math.sqrt(sum((math.log2(c) - v) ** 2 for c, v in zip(key, lq, strict=True)))
-                for key, _ in self.leaves]
-        order = sorted(range(len(dist)), key=dist.__getitem__)[:5]   # stable: earlier first
+        dist = [
+            math.sqrt(sum((math.log2(c) - v) ** 2 for c, v in zip(key, lq, strict=True)))
+            for key, _ in self.leaves
+        ]
+        order = sorted(range(len(dist)), key=dist.__getitem__)[:5]  # stable: earlier first
         if dist[order[0]] == 0.0:
             leaf = self.leaves[order[0]][1]
             return self.lat[leaf], self.en[leaf]

@@ -264,9 +264,14 @@ class Rank:
         budget = cfg.max_tokens
         progress = False
         preempted = False
-        defer = (cfg.backend == "vllm" and cfg.dp_size > 1 and cfg.prefill_interval > 1
-                 and step % cfg.prefill_interval != 0 and not self.capacity_bound
-                 and any(q.computed >= q.prompt for q in self.running))
+        defer = (
+            cfg.backend == "vllm"
+            and cfg.dp_size > 1
+            and cfg.prefill_interval > 1
+            and step % cfg.prefill_interval != 0
+            and not self.capacity_bound
+            and any(q.computed >= q.prompt for q in self.running)
+        )
 
         # (a) running requests in list order
         i = 0
