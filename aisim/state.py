@@ -215,7 +215,8 @@ RANK_FIELDS = (
         "R",
         -1,
         "request index",
-        "latest request rejected by the in-flight pass (list through rej_next)",
+        "requests the in-flight pass rejected (newest first while it schedules, in rejection "
+        "order once settled; list through rej_next)",
     ),
     Field(
         "dest_pending",

@@ -99,6 +99,8 @@ def _finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         if ranks.in_pass[r]:
+            if ranks.rej_head[r] >= 0:
+                queues.spawn_rejected(p, req, ranks, stats, r, t_ms)
             emission.emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp)
             ranks.in_pass[r] = False
             if p.check_invariants:

@@ -70,7 +70,7 @@ def free_request_kv(p, req, ranks, blocks, r, i):
 @kernel
 def reject(p, req, ranks, stats, r, i, t_ms):
     """Reject request i at its admission attempt. It is reported (and, closed loop, replaced)
-    when the pass that tried to admit it ends (see settle_rejections)."""
+    when the pass that tried to admit it ends (see settle_rejections, spawn_rejected)."""
     req.status[i] = ReqStatus.REJECTED
     req.terminal_ms[i] = t_ms
     stats.counters[CNT_REJECTIONS] += 1
@@ -80,21 +80,30 @@ def reject(p, req, ranks, stats, r, i, t_ms):
 
 @helper
 def settle_rejections(p, req, ranks, stats, r, end_ms):
-    """At the start of rank r's pass: its rejections take effect at the pass end, in order."""
+    """At the start of rank r's pass: its rejections are reported at the pass end, in the order
+    they were made (the list, newest first until now, is turned around for `spawn_rejected`)."""
     i = ranks.rej_head[r]
     if i < 0:
         return
-    # the list is newest first: reverse it so replacements spawn in rejection order
     prev = -1
     while i >= 0:
+        req.terminal_ms[i] = end_ms
         nxt = req.rej_next[i]
         req.rej_next[i] = prev
         prev = i
         i = nxt
-    i = prev
+    ranks.rej_head[r] = prev
+
+
+@helper
+def spawn_rejected(p, req, ranks, stats, r, t_ms):
+    """At the end of rank r's pass: closed loop, each request it rejected brings in its
+    replacement now, in rejection order. Spawning at the pass end, not when the pass starts,
+    keeps replacements in the order of the instants they are made at, whatever the other
+    workers do meanwhile (a zero-duration pass elsewhere can end first)."""
+    i = ranks.rej_head[r]
     while i >= 0:
-        req.terminal_ms[i] = end_ms
-        spawn_next(p, req, stats, end_ms)
+        spawn_next(p, req, stats, t_ms)
         nxt = req.rej_next[i]
         req.rej_next[i] = -1
         i = nxt
