@@ -27,17 +27,22 @@ class Field(NamedTuple):
     doc: str
 
 
+def _state_type(name: str, fields: tuple, doc: str) -> type:
+    """A NamedTuple of one array per field of `fields`, in table order: the table is the one
+    declaration (dtype, shape, unit, meaning), the type its compiled view."""
+    cls = NamedTuple(name, [(f.name, np.ndarray) for f in fields])
+    cls.__doc__ = doc
+    cls.__module__ = __name__
+    return cls
+
+
+# one field per line: the table is read as a table
+# fmt: off
 REQUEST_FIELDS = (
     Field("prompt_len", np.int64, "N", 0, "tokens", "prompt length P"),
-    Field(
-        "output_len",
-        np.int64,
-        "N",
-        0,
-        "tokens",
-        "output tokens the request will emit: requested length after max_model_len truncation "
-        "and the TRT-LLM pool clamp",
-    ),
+    Field("output_len", np.int64, "N", 0, "tokens",
+          "output tokens the request will emit: requested length after max_model_len truncation "
+          "and the TRT-LLM pool clamp"),
     Field("arrival_ms", np.float64, "N", 0.0, "ms", "arrival time (closed loop: set at spawn)"),
     Field("status", np.int8, "N", 0, "ReqStatus", "lifecycle code"),
     Field("rank", np.int32, "N", -1, "index", "scheduler rank = worker x D + dp_rank"),
@@ -58,62 +63,27 @@ REQUEST_FIELDS = (
     Field("pfx_start", np.int64, "N", 0, "index", "start of its shareable block hashes"),
     Field("pfx_len", np.int32, "N", 0, "blocks", "number of shareable leading block hashes"),
     Field("seq", np.int64, "N", 0, "count", "order key in its rank's running list (admission)"),
-    Field(
-        "lazy",
-        np.bool_,
-        "N",
-        False,
-        "flag",
-        "steady decoder advanced implicitly (one token per rank pass); counts are stale",
-    ),
+    Field("lazy", np.bool_, "N", False, "flag",
+          "steady decoder advanced implicitly (one token per rank pass); counts are stale"),
     Field("lazy_base", np.int64, "N", 0, "pass", "rank pass index its counts were last exact"),
     Field("gen_base", np.int64, "N", 0, "tokens", "num_generated at lazy_base"),
     Field("ev_pass", np.int64, "N", -1, "pass", "rank pass of its next KV or completion event"),
     Field("ev_prev", np.int32, "N", -1, "request index", "event calendar bucket link"),
     Field("ev_next", np.int32, "N", -1, "request index", "event calendar bucket link"),
     Field("finishing", np.bool_, "N", False, "flag", "completes at the in-flight pass end"),
-    Field(
-        "activated",
-        np.bool_,
-        "N",
-        False,
-        "flag",
-        "admitted with its whole prompt cached (TRT-LLM): a decode-set member this pass",
-    ),
-    Field(
-        "no_stats",
-        np.bool_,
-        "N",
-        False,
-        "flag",
-        "its token gaps stay out of the ITL statistics (unfinished at a trace cut-off)",
-    ),
-    Field(
-        "rej_next",
-        np.int32,
-        "N",
-        -1,
-        "request index",
-        "next request rejected by the same in-flight pass (they settle at its end)",
-    ),
-    Field(
-        "drafting",
-        np.bool_,
-        "N",
-        False,
-        "flag",
-        "MTP: its next decode step verifies drafts (cleared by preemption: a recompute "
-        "completes with one token)",
-    ),
-    Field(
-        "draft_slots",
-        np.int8,
-        "N",
-        0,
-        "tokens",
-        "MTP: verification slots granted in the in-flight pass (1 + drafts walked); 0 = none",
-    ),
+    Field("activated", np.bool_, "N", False, "flag",
+          "admitted with its whole prompt cached (TRT-LLM): a decode-set member this pass"),
+    Field("no_stats", np.bool_, "N", False, "flag",
+          "its token gaps stay out of the ITL statistics (unfinished at a trace cut-off)"),
+    Field("rej_next", np.int32, "N", -1, "request index",
+          "next request rejected by the same in-flight pass (they settle at its end)"),
+    Field("drafting", np.bool_, "N", False, "flag",
+          "MTP: its next decode step verifies drafts (cleared by preemption: a recompute "
+          "completes with one token)"),
+    Field("draft_slots", np.int8, "N", 0, "tokens",
+          "MTP: verification slots granted in the in-flight pass (1 + drafts walked); 0 = none"),
 )
+# fmt: on
 
 # Request fields only the event loop needs (queues, pass compression, MTP, scratch). A prediction
 # drops them once the loop has run, before its summary's temporaries (10 M requests: ~0.8 GB);
@@ -145,20 +115,16 @@ def without_run_fields(req, keep_cutoff_fields: bool):
     return req._replace(**{name: getattr(req, name)[:0].copy() for name in drop})
 
 
+# one field per line: the table is read as a table
+# fmt: off
 RANK_FIELDS = (
     Field("run_list", np.int32, "R,S", -1, "request index", "running requests, admission order"),
     Field("run_len", np.int32, "R", 0, "count", "running requests"),
     Field("wait_head", np.int32, "R", -1, "request index", "waiting queue head (FIFO)"),
     Field("wait_tail", np.int32, "R", -1, "request index", "waiting queue tail"),
     Field("wait_len", np.int32, "R", 0, "count", "waiting requests"),
-    Field(
-        "capacity_bound",
-        np.bool_,
-        "R",
-        False,
-        "flag",
-        "prefill_schedule_interval: last undeferred pass left requests waiting",
-    ),
+    Field("capacity_bound", np.bool_, "R", False, "flag",
+          "prefill_schedule_interval: last undeferred pass left requests waiting"),
     Field("num_referenced", np.int64, "R", 0, "blocks", "blocks referenced by live requests"),
     Field("lru_head", np.int32, "R", -1, "block", "least recently freed cached block"),
     Field("lru_tail", np.int32, "R", -1, "block", "most recently freed cached block"),
@@ -169,75 +135,36 @@ RANK_FIELDS = (
     Field("in_pass", np.bool_, "R", False, "flag", "the rank takes part in its worker's pass"),
     Field("deferred", np.bool_, "R", False, "flag", "the in-flight pass deferred prefills"),
     Field("preempted", np.bool_, "R", False, "flag", "the in-flight pass preempted a request"),
-    Field(
-        "act_list",
-        np.int32,
-        "R,S",
-        -1,
-        "request index",
-        "running requests that are not lazy, in running order",
-    ),
+    Field("act_list", np.int32, "R,S", -1, "request index",
+          "running requests that are not lazy, in running order"),
     Field("act_len", np.int32, "R", 0, "count", "entries of act_list"),
     Field("lazy_count", np.int64, "R", 0, "count", "lazy decoders"),
-    Field(
-        "lazy_sum",
-        np.int64,
-        "R",
-        0,
-        "tokens",
-        "sum over lazy decoders of P + gen_base - lazy_base - 1 (their L at pass x is this + x)",
-    ),
+    Field("lazy_sum", np.int64, "R", 0, "tokens",
+          "sum over lazy decoders of P + gen_base - lazy_base - 1 (their L at pass x is this + x)"),
     Field("pass_idx", np.int64, "R", 0, "count", "passes the rank took part in"),
     Field("last_end_ms", np.float64, "R", 0.0, "ms", "end of the rank's latest pass"),
     Field("cooldown", np.int64, "R", 0, "passes", "passes before decoders may turn lazy again"),
     Field("due_list", np.int32, "R,S", -1, "request index", "lazy requests with an event now"),
     Field("due_len", np.int32, "R", 0, "count", "entries of due_list"),
-    Field(
-        "cal_head",
-        np.int32,
-        "R,H",
-        -1,
-        "request index",
-        "event calendar: bucket (pass mod H) -> first lazy request",
-    ),
-    Field(
-        "held_list",
-        np.int32,
-        "R,S",
-        -1,
-        "request index",
-        "P/D prefill side: prompts completed in the latest pass, KV held (source held)",
-    ),
+    Field("cal_head", np.int32, "R,H", -1, "request index",
+          "event calendar: bucket (pass mod H) -> first lazy request"),
+    Field("held_list", np.int32, "R,S", -1, "request index",
+          "P/D prefill side: prompts completed in the latest pass, KV held (source held)"),
     Field("held_len", np.int32, "R", 0, "count", "entries of held_list"),
-    Field(
-        "rej_head",
-        np.int32,
-        "R",
-        -1,
-        "request index",
-        "requests the in-flight pass rejected (newest first while it schedules, in rejection "
-        "order once settled; list through rej_next)",
-    ),
-    Field(
-        "dest_pending",
-        np.int32,
-        "R",
-        0,
-        "count",
-        "P/D decode side: destinations routed to this rank and not yet reserved",
-    ),
+    Field("rej_head", np.int32, "R", -1, "request index",
+          "requests the in-flight pass rejected (newest first while it schedules, in "
+          "rejection order once settled; list through rej_next)"),
+    Field("dest_pending", np.int32, "R", 0, "count",
+          "P/D decode side: destinations routed to this rank and not yet reserved"),
 )
+# fmt: on
 
+# one field per line: the table is read as a table
+# fmt: off
 BLOCK_FIELDS = (
     Field("ref", np.int32, "R*B", 0, "count", "live requests referencing the block"),
-    Field(
-        "hash",
-        np.uint64,
-        "R*B",
-        0,
-        "key",
-        "0 = not cached; else its map key, or 1 for a cached block only its owner can hit",
-    ),
+    Field("hash", np.uint64, "R*B", 0, "key",
+          "0 = not cached; else its map key, or 1 for a cached block only its owner can hit"),
     Field("in_map", np.bool_, "R*B", False, "flag", "the block's key is in the hash map"),
     Field("scratch", np.int32, "R*B", 0, "count", "work space of the debug invariant checks"),
     Field("lru_prev", np.int32, "R*B", -1, "block", "LRU list link"),
@@ -251,7 +178,10 @@ BLOCK_FIELDS = (
     Field("slot_nhashed", np.int32, "R*S", 0, "blocks", "leading blocks already cached"),
     Field("slot_stack", np.int32, "R*S", -1, "slot", "per-rank stacks of free slots"),
 )
+# fmt: on
 
+# one field per line: the table is read as a table
+# fmt: off
 WORKER_FIELDS = (
     Field("busy", np.bool_, "W", False, "flag", "a pass is in flight"),
     Field("pass_start_ms", np.float64, "W", 0.0, "ms", "start of the in-flight pass"),
@@ -262,38 +192,26 @@ WORKER_FIELDS = (
     Field("num_passes", np.int64, "W", 0, "count", "passes run"),
     Field("rr_rank", np.int64, "W", 0, "count", "round-robin counter over the worker's ranks"),
 )
+# fmt: on
 
+# one field per line: the table is read as a table
+# fmt: off
 STATS_FIELDS = (
-    Field(
-        "acc",
-        np.float64,
-        "2,5",
-        0.0,
-        "ms | tokens/s",
-        "ITL / per-user throughput: sum, Welford mean, Welford M2, min, max",
-    ),
+    Field("acc", np.float64, "2,5", 0.0, "ms | tokens/s",
+          "ITL / per-user throughput: sum, Welford mean, Welford M2, min, max"),
     Field("cnt", np.int64, "2,2", 0, "count", "samples, samples in the zero bucket"),
-    Field(
-        "run",
-        np.float64,
-        "3",
-        0.0,
-        "ms | count",
-        "pending run of equal ITL gaps not yet merged: gap value, repeat count; then the "
-        "pending count of zero gaps (MTP burst tokens)",
-    ),
+    Field("run", np.float64, "3", 0.0, "ms | count",
+          "pending run of equal ITL gaps not yet merged: gap value, repeat count; then the "
+          "pending count of zero gaps (MTP burst tokens)"),
     Field("bins", np.int64, f"2,{SKETCH_BINS}", 0, "count", "DDSketch positive-key counts"),
-    Field(
-        "counters",
-        np.int64,
-        "9",
-        0,
-        "tokens | count",
-        "committed_prefill_tokens, passes, preemptions, rejections, admissions, spawned, "
-        "log length, lazy conversions, broken invariant (debug)",
-    ),
+    Field("counters", np.int64, "9", 0, "tokens | count",
+          "committed_prefill_tokens, passes, preemptions, rejections, admissions, spawned, "
+          "log length, lazy conversions, broken invariant (debug)"),
 )
+# fmt: on
 
+# one field per line: the table is read as a table
+# fmt: off
 LOG_FIELDS = (
     Field("req", np.int32, "A", -1, "request index", "admitted request"),
     Field("at_ms", np.float64, "A", 0.0, "ms", "pass start of the admission"),
@@ -301,120 +219,37 @@ LOG_FIELDS = (
     Field("readmit", np.bool_, "A", False, "flag", "admission after a preemption"),
     Field("pool", np.int8, "A", 0, "Role", "admitting side: aggregated, prefill or decode"),
 )
+# fmt: on
 
 
-class RequestState(NamedTuple):
-    prompt_len: np.ndarray
-    output_len: np.ndarray
-    arrival_ms: np.ndarray
-    status: np.ndarray
-    rank: np.ndarray
-    num_computed: np.ndarray
-    num_generated: np.ndarray
-    sched_tokens: np.ndarray
-    computed_before: np.ndarray
-    slot: np.ndarray
-    wait_next: np.ndarray
-    first_admit_ms: np.ndarray
-    first_token_ms: np.ndarray
-    second_token_ms: np.ndarray
-    last_token_ms: np.ndarray
-    terminal_ms: np.ndarray
-    num_admissions: np.ndarray
-    reused_first: np.ndarray
-    reused_max: np.ndarray
-    pfx_start: np.ndarray
-    pfx_len: np.ndarray
-    seq: np.ndarray
-    lazy: np.ndarray
-    lazy_base: np.ndarray
-    gen_base: np.ndarray
-    ev_pass: np.ndarray
-    ev_prev: np.ndarray
-    ev_next: np.ndarray
-    finishing: np.ndarray
-    activated: np.ndarray
-    no_stats: np.ndarray
-    rej_next: np.ndarray
-    drafting: np.ndarray
-    draft_slots: np.ndarray
+RequestState = _state_type(
+    "RequestState", REQUEST_FIELDS, "Per-request state (one array per REQUEST_FIELDS entry)."
+)
 
 
-class RankState(NamedTuple):
-    run_list: np.ndarray
-    run_len: np.ndarray
-    wait_head: np.ndarray
-    wait_tail: np.ndarray
-    wait_len: np.ndarray
-    capacity_bound: np.ndarray
-    num_referenced: np.ndarray
-    lru_head: np.ndarray
-    lru_tail: np.ndarray
-    lru_len: np.ndarray
-    lru_live: np.ndarray
-    clean_top: np.ndarray
-    slot_top: np.ndarray
-    in_pass: np.ndarray
-    deferred: np.ndarray
-    preempted: np.ndarray
-    act_list: np.ndarray
-    act_len: np.ndarray
-    lazy_count: np.ndarray
-    lazy_sum: np.ndarray
-    pass_idx: np.ndarray
-    last_end_ms: np.ndarray
-    cooldown: np.ndarray
-    due_list: np.ndarray
-    due_len: np.ndarray
-    cal_head: np.ndarray
-    held_list: np.ndarray
-    held_len: np.ndarray
-    rej_head: np.ndarray
-    dest_pending: np.ndarray
+RankState = _state_type(
+    "RankState", RANK_FIELDS, "Per-scheduler-rank state (one array per RANK_FIELDS entry)."
+)
 
 
-class BlockState(NamedTuple):
-    ref: np.ndarray
-    hash: np.ndarray
-    in_map: np.ndarray
-    scratch: np.ndarray
-    lru_prev: np.ndarray
-    lru_next: np.ndarray
-    clean_stack: np.ndarray
-    map_keys: np.ndarray
-    map_vals: np.ndarray
-    dup_next: np.ndarray
-    slot_blocks: np.ndarray
-    slot_nblk: np.ndarray
-    slot_nhashed: np.ndarray
-    slot_stack: np.ndarray
+BlockState = _state_type(
+    "BlockState",
+    BLOCK_FIELDS,
+    "KV blocks, the prefix-cache map and slot block tables (BLOCK_FIELDS).",
+)
 
 
-class WorkerState(NamedTuple):
-    busy: np.ndarray
-    pass_start_ms: np.ndarray
-    pass_end_ms: np.ndarray
-    step: np.ndarray
-    ready_ms: np.ndarray
-    busy_ms: np.ndarray
-    num_passes: np.ndarray
-    rr_rank: np.ndarray
+WorkerState = _state_type("WorkerState", WORKER_FIELDS, "Per-worker pass state (WORKER_FIELDS).")
 
 
-class StatsState(NamedTuple):
-    acc: np.ndarray
-    cnt: np.ndarray
-    run: np.ndarray
-    bins: np.ndarray
-    counters: np.ndarray
+StatsState = _state_type(
+    "StatsState", STATS_FIELDS, "Streamed gap statistics and run counters (STATS_FIELDS)."
+)
 
 
-class AdmissionLog(NamedTuple):
-    req: np.ndarray
-    at_ms: np.ndarray
-    reused: np.ndarray
-    readmit: np.ndarray
-    pool: np.ndarray
+AdmissionLog = _state_type(
+    "AdmissionLog", LOG_FIELDS, "Admission history of a captured run (LOG_FIELDS)."
+)
 
 
 # P/D disaggregation (docs/rules.md 9): the handoff between the prefill pool and the decode pool.
@@ -422,6 +257,8 @@ class AdmissionLog(NamedTuple):
 # capacity. Request links are shared by the lists a request can be on one at a time: `dlink` by
 # its decode rank's pending-destination FIFO and its decode worker's deferred activations,
 # `plink` by its prefill worker's deferred releases.
+# one field per line: the table is read as a table
+# fmt: off
 PD_FIELDS = (
     Field("held_ms", np.float64, "N", np.nan, "ms", "source held: prompt done on the prefill side"),
     Field("reserved_ms", np.float64, "N", np.nan, "ms", "decode-side KV reserved, transfer start"),
@@ -433,14 +270,8 @@ PD_FIELDS = (
     Field("plink", np.int32, "N", -1, "request index", "next in a prefill-side FIFO"),
     Field("pend_head", np.int32, "RD", -1, "request index", "pending destinations (FIFO) head"),
     Field("pend_tail", np.int32, "RD", -1, "request index", "pending destinations tail"),
-    Field(
-        "trt_need",
-        np.int64,
-        "RD",
-        0,
-        "blocks",
-        "TRT-LLM: blocks reserved-but-not-running destinations still need to reach completion",
-    ),
+    Field("trt_need", np.int64, "RD", 0, "blocks",
+          "TRT-LLM: blocks reserved-but-not-running destinations still need to reach completion"),
     Field("dact_head", np.int32, "WD", -1, "request index", "deferred activations head"),
     Field("dact_tail", np.int32, "WD", -1, "request index", "deferred activations tail"),
     Field("drel_head", np.int32, "WP", -1, "request index", "deferred releases head"),
@@ -448,67 +279,21 @@ PD_FIELDS = (
     Field("xfer_list", np.int32, "N", -1, "request index", "transfers in flight, start order"),
     Field("act_kind", np.int8, "Q", 0, "PDAction", "queued handoff actions (FIFO ring)"),
     Field("act_req", np.int32, "Q", -1, "request index", "request of each queued action"),
-    Field(
-        "reserve_seq",
-        np.int64,
-        "N",
-        -1,
-        "count",
-        "order of the decode-side reservation (deferred activations are applied in it)",
-    ),
-    Field(
-        "cap_gen",
-        np.int64,
-        "RD",
-        0,
-        "count",
-        "vLLM: capacity generation of the decode rank (a retirement or preemption there)",
-    ),
+    Field("reserve_seq", np.int64, "N", -1, "count",
+          "order of the decode-side reservation (deferred activations are applied in it)"),
+    Field("cap_gen", np.int64, "RD", 0, "count",
+          "vLLM: capacity generation of the decode rank (a retirement or preemption there)"),
     Field("run_mark", np.int32, "RD", 0, "count", "running requests when the decode pass ended"),
-    Field(
-        "tried_gen",
-        np.int64,
-        "N",
-        -1,
-        "count",
-        "vLLM: capacity generation of the pending destination's last failed reservation",
-    ),
-    Field(
-        "scalars",
-        np.int64,
-        "6",
-        0,
-        "count",
-        "prefill round robin, decode round robin, transfers in flight, queue head, queue tail,"
-        " reservations made",
-    ),
+    Field("tried_gen", np.int64, "N", -1, "count",
+          "vLLM: capacity generation of the pending destination's last failed reservation"),
+    Field("scalars", np.int64, "6", 0, "count",
+          "prefill round robin, decode round robin, transfers in flight, queue head, queue tail,"
+          " reservations made"),
 )
+# fmt: on
 
 
-class PDState(NamedTuple):
-    held_ms: np.ndarray
-    reserved_ms: np.ndarray
-    xfer_end_ms: np.ndarray
-    activated_ms: np.ndarray
-    released_ms: np.ndarray
-    xfer_tokens: np.ndarray
-    dlink: np.ndarray
-    plink: np.ndarray
-    pend_head: np.ndarray
-    pend_tail: np.ndarray
-    trt_need: np.ndarray
-    dact_head: np.ndarray
-    dact_tail: np.ndarray
-    drel_head: np.ndarray
-    drel_tail: np.ndarray
-    xfer_list: np.ndarray
-    act_kind: np.ndarray
-    act_req: np.ndarray
-    reserve_seq: np.ndarray
-    cap_gen: np.ndarray
-    run_mark: np.ndarray
-    tried_gen: np.ndarray
-    scalars: np.ndarray
+PDState = _state_type("PDState", PD_FIELDS, "The P/D handoff between the two pools (PD_FIELDS).")
 
 
 class TransferParams(NamedTuple):
@@ -733,71 +518,34 @@ def placeholder_plan():
 # One row per rank per scheduler pass, written only when KernelParams.capture_passes is set
 # (--capture-passes). Shape symbol P: row capacity; count[0] keeps counting past it so the
 # caller can rerun once with exactly enough rows (the kernel never writes out of bounds).
+# one field per line: the table is read as a table
+# fmt: off
 PASS_FIELDS = (
     Field("start_ms", np.float64, "P", 0.0, "ms", "pass start"),
-    Field(
-        "end_ms",
-        np.float64,
-        "P",
-        0.0,
-        "ms",
-        "pass end (the worker's ranks run in lock-step: the slowest rank's duration)",
-    ),
+    Field("end_ms", np.float64, "P", 0.0, "ms",
+          "pass end (the worker's ranks run in lock-step: the slowest rank's duration)"),
     Field("rank", np.int32, "P", -1, "index", "scheduler rank = worker x D + dp_rank"),
     Field("worker", np.int32, "P", -1, "index", "worker (replica)"),
     Field("role", np.int8, "P", -1, "code", "kernels.codes.Role of the pool that ran the pass"),
     Field("num_prefill", np.int32, "P", 0, "count", "requests in the prefill set"),
     Field("num_decode", np.int32, "P", 0, "count", "requests in the decode set"),
     Field("tokens_scheduled", np.int64, "P", 0, "tokens", "tokens scheduled in the pass"),
-    Field(
-        "prefill_tokens",
-        np.int64,
-        "P",
-        0,
-        "tokens",
-        "tokens scheduled for prefill-set requests (recomputation after preemption included)",
-    ),
-    Field(
-        "sum_decode_context",
-        np.int64,
-        "P",
-        0,
-        "tokens",
-        "sum over the decode set of its context length L",
-    ),
+    Field("prefill_tokens", np.int64, "P", 0, "tokens",
+          "tokens scheduled for prefill-set requests (recomputation after preemption included)"),
+    Field("sum_decode_context", np.int64, "P", 0, "tokens",
+          "sum over the decode set of its context length L"),
     Field("kv_blocks_used", np.int64, "P", 0, "blocks", "blocks referenced by live requests"),
-    Field(
-        "kv_blocks_cached",
-        np.int64,
-        "P",
-        0,
-        "blocks",
-        "free blocks still holding cached prefix content (evictable)",
-    ),
+    Field("kv_blocks_cached", np.int64, "P", 0, "blocks",
+          "free blocks still holding cached prefix content (evictable)"),
     Field("waiting", np.int32, "P", 0, "count", "waiting requests after scheduling"),
     Field("running", np.int32, "P", 0, "count", "running requests after scheduling"),
     Field("preemptions", np.int32, "P", 0, "count", "requests preempted in the pass"),
     Field("count", np.int64, "1", 0, "rows", "rows needed so far (may exceed capacity)"),
 )
+# fmt: on
 
 
-class PassLog(NamedTuple):
-    start_ms: np.ndarray
-    end_ms: np.ndarray
-    rank: np.ndarray
-    worker: np.ndarray
-    role: np.ndarray
-    num_prefill: np.ndarray
-    num_decode: np.ndarray
-    tokens_scheduled: np.ndarray
-    prefill_tokens: np.ndarray
-    sum_decode_context: np.ndarray
-    kv_blocks_used: np.ndarray
-    kv_blocks_cached: np.ndarray
-    waiting: np.ndarray
-    running: np.ndarray
-    preemptions: np.ndarray
-    count: np.ndarray
+PassLog = _state_type("PassLog", PASS_FIELDS, "Captured passes (PASS_FIELDS).")
 
 
 def allocate_passlog(capacity: int) -> PassLog:
