@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from aisim.cli import main
 from aisim.timing.multinode import group_scale
+from aisim.timing.system import GpuSystem
 from tests.moe_per_op import CONFIG, VERSIONS, PerOpGolden, per_op_tests
 
 GOLDEN = PerOpGolden("moe_multinode.json")
@@ -28,7 +29,16 @@ DEPLOYMENTS = GOLDEN.deployments
 test_per_op_latency, test_per_op_energy = per_op_tests(GOLDEN)
 
 
-NODE = {"num_gpus_per_node": 8, "intra_node_bw": 900e9, "inter_node_bw": 50e9}
+NODE = GpuSystem(
+    mem_bw=8e12,
+    mem_eff=1.0,
+    mem_const_s=0.0,
+    intra_node_bw=900e9,
+    inter_node_bw=50e9,
+    p2p_latency_s=0.0,
+    gpus_per_node=8,
+    flops={},
+)
 
 
 def test_group_scale() -> None:

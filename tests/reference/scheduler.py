@@ -44,6 +44,12 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def phase_ms(ns: int) -> float:
+    """A whole-ns phase as the clock adds it: (seconds + ns / 1e9) x 1000 (docs/rules.md 1.2)."""
+    whole = ns // 1_000_000_000
+    return (float(whole) + (ns - whole * 1_000_000_000) / 1e9) * 1000.0
+
+
 def round_ns(ms: float) -> int:
     """A phase duration as whole nanoseconds, nearest (half up)."""
     if ms <= 0.0:
@@ -256,8 +262,8 @@ class Rank:
         return v
 
     # ---- one pass
-    def run_pass(self, now: float, step: int) -> tuple[int, bool]:
-        """Schedule this rank's pass at `now`; returns (duration ns, made progress)."""
+    def run_pass(self, now: float, step: int) -> tuple[tuple[int, int], bool]:
+        """Schedule this rank's pass at `now`; returns ((prefill ns, decode ns), made progress)."""
         cfg = self.cfg
         bs = cfg.block_size
         self.scheduled = {}
@@ -341,7 +347,9 @@ class Rank:
             self.sim.log.append((r.idx, now, hit_tokens, not fresh))
             budget -= n
             progress = True
-            if budget == 0:  # a spent budget stops admission (matters for full-prompt hits)
+            # a fully cached prompt admitted with no budget left stops admission; one that spent
+            # the budget on tokens does not (the next head may still be rejected or be a full hit)
+            if budget == 0 and n == 0:
                 break
 
         self.sim.deferred_passes += defer
@@ -390,7 +398,7 @@ class Rank:
             else:
                 u = min(1.0, sum_ctx / (cfg.num_blocks * cfg.block_size))
                 decode = max(1.0, -25.74 * u * u + 54.01 * u + 5.74)
-        return round_ns(prefill) + round_ns(decode)
+        return round_ns(prefill), round_ns(decode)
 
     def emit(self, now: float) -> None:
         """Pass end: every scheduled request whose known sequence is computed emits a token."""
@@ -456,25 +464,28 @@ class Worker:
 
     def start_pass(self, now: float) -> None:
         self.in_pass = [k for k in self.ranks if k.has_work()]
-        longest = 0
+        longest = prefill = 0
         progress = False
         for k in self.in_pass:
-            dur, moved = k.run_pass(now, self.step)
-            longest = max(longest, dur)
+            (pre, dec), moved = k.run_pass(now, self.step)
+            if pre + dec > longest:  # the slowest rank sets both phases of the group pass
+                longest, prefill = pre + dec, pre
             progress = progress or moved
         if longest == 0 and not progress:
             raise Stalled(f"worker {self.id} at {now}")
         self.busy = True
         self.start = now
-        self.end = now + longest / 1e6
+        self.end = now + phase_ms(prefill) + phase_ms(longest - prefill)
         self.sim.passes += 1
         for k in self.in_pass:
-            for r in k.rejected:
-                self.sim.retire(r, REJECTED, self.end)
-            k.rejected = []
+            for r in k.rejected:  # terminal at the pass end, replaced when it is processed
+                r.status, r.terminal = REJECTED, self.end
 
     def finish_pass(self) -> None:
         for k in self.in_pass:
+            for _ in k.rejected:
+                self.sim.replace(self.end)
+            k.rejected = []
             k.emit(self.end)
         self.in_pass = []
         self.busy = False
@@ -504,6 +515,9 @@ class Simulator:
     def retire(self, r: Request, status: str, now: float) -> None:
         r.status = status
         r.terminal = now
+        self.replace(now)
+
+    def replace(self, now: float) -> None:
         if self.cfg.load == "concurrency" and len(self.created) < len(self.requests):
             self.create(now)  # closed loop: the replacement arrives at once
 
