@@ -142,7 +142,9 @@ def _run(
         sp.block_size,
         traffic_inputs(traffic_p, closed_loop, with_output=False),
     )
-    req_p.output_len[:] = 1  # the prefill side's one internal (unreported) token
+    # the prefill side's one internal (unreported) token; TRT-LLM's enqueue clamp to the prefill
+    # pool can leave none, and such a request is rejected there (observed)
+    np.minimum(traffic_p.output_len, 1, out=req_p.output_len)
     if closed_loop:
         req_p.arrival_ms[:] = traffic_p.arrival_ms
     # both sides see one prompt length and one arrival time per request (the kernel spawns
