@@ -395,6 +395,8 @@ def _check_can_finish(spec, traffic: Traffic) -> None:
     where = f"engine.workers.{spec.role}"
     bs = spec.block_size
     p, o = traffic.prompt_len, traffic.output_len
+    if spec.role == "prefill":
+        o = np.minimum(o, 1)  # a prefill worker computes the prompt and one internal token
     live = np.ones(len(p), dtype=bool) if spec.max_model_len is None else p < spec.max_model_len
     if spec.backend == "vllm":
         live &= -(-p // bs) <= spec.num_blocks  # larger prompts are rejected at admission
