@@ -117,7 +117,9 @@ def pass_time(p, plan, memo, bs_p, isl, pfx, bs_d, ctx, sum_new, sum_ctx):
             prefill = 4.209989e-7 * t * t + 1.518344e-2 * t + 16.50142
         if bs_d > 0:
             u = min(1.0, float(sum_ctx) / float(p.num_blocks * p.block_size))
-            decode = max(1.0, -25.74 * u * u + 54.01 * u + 5.74)
+            # the square first, added to the linear part: AISimulate's evaluation order, which
+            # decides the last bit and, after rounding to whole ns, sometimes a nanosecond
+            decode = max(1.0, -25.74 * (u * u) + (54.01 * u + 5.74))
     return prefill, decode
 
 

@@ -19,10 +19,8 @@ CASES = sorted(
 
 pytestmark = pytest.mark.golden
 
-# Known deviations, each with its measured size. polynomial-kv-pressure: 3 ns over a 3.28 s run
-# (about 1 ns on a few preemption passes); the polynomial decode-utilisation input under
-# preemption is not fully pinned down yet (see NOTES.md).
-RTOL = {"polynomial-kv-pressure": 2e-9}
+# Known deviations, each with its measured size (none today).
+RTOL: dict[str, float] = {}
 # Scenarios whose behaviour is not reconstructed yet (see the folder's meta.json note): the
 # comparison still runs, so a scenario that starts to match fails until it is taken off the list.
 # The difftest-* ones are the mismatch classes found by bench/difftest.py (bench/DIFFTEST.md).

@@ -397,7 +397,7 @@ class Rank:
                 decode = cfg.decode_ms
             else:
                 u = min(1.0, sum_ctx / (cfg.num_blocks * cfg.block_size))
-                decode = max(1.0, -25.74 * u * u + 54.01 * u + 5.74)
+                decode = max(1.0, -25.74 * (u * u) + (54.01 * u + 5.74))
         return round_ns(prefill), round_ns(decode)
 
     def emit(self, now: float) -> None:
