@@ -427,6 +427,7 @@ def run_disaggregated(
     routed = 0
     t = 0.0
     again = False  # a stalled decode pass reserved a destination: process t once more
+    visited = False  # the loop has processed an instant (the first round of t routes nothing)
     while True:
         t_next = np.inf
         for w in range(n_wp):
@@ -450,11 +451,13 @@ def run_disaggregated(
             break
         if t_next > params_d.max_time_ms:
             break  # soft cut-off: passes and transfers in flight never end
+        # a request arriving at t (open loop, or a closed-loop replacement spawned while t is
+        # processed) is routed only after the passes starting at t have started (observed: a
+        # prefill worker whose pass ends at t starts its next pass without it); the first round
+        # of an instant routes nothing new, and the loop comes back to t for the arrivals
+        first_round = not visited or t_next > t
+        visited = True
         t = t_next
-        # closed loop: a replacement spawned while t is processed is routed only after the
-        # passes starting at t have started (observed: a prefill worker whose pass ends with a
-        # decode pass at t starts its next group pass before the replacement reaches an idle
-        # rank); the loop comes back to t for it
         spawned_before = stats.counters[CNT_SPAWNED]
         while True:
             changed = False
@@ -515,8 +518,8 @@ def run_disaggregated(
                     pd.xfer_list[kept] = q
                     kept += 1
             pd.scalars[PD_XFERS] = kept
-            # --- arrivals at t (open loop) and replacements spawned before t was processed
-            while routed < spawned_before and req_d.arrival_ms[routed] <= t:
+            # --- arrivals at t, from the second round of the instant on
+            while not first_round and routed < spawned_before and req_d.arrival_ms[routed] <= t:
                 _enqueue(pd, PDAction.SUBMIT, routed)
                 routed += 1
                 changed = True
