@@ -98,7 +98,6 @@ def _run_prediction(cfg, digest: str, capture: bool, capture_passes: bool, memos
     from aisim.engine.run import load_engine, simulate_until_cutoff
     from aisim.engine.spec import resolve
     from aisim.metrics import power_fields, summarize
-    from aisim.output.records import RequestRecords
     from aisim.state import without_run_fields
     from aisim.traffic import synthetic
 
@@ -139,6 +138,13 @@ def _run_prediction(cfg, digest: str, capture: bool, capture_passes: bool, memos
     else:
         prediction["prediction_provenance"] = {spec.role: dict(_PROVENANCE[spec.timing])}
     prediction.update(kv_precision_field((spec,)))
+    return _finish(prediction, t0, result, digest, capture, spec)
+
+
+def _finish(prediction: dict, t0: float, result, digest: str, capture: bool, spec) -> Prediction:
+    """Close the timed span (wall_time_ms and the host rates) and wrap the run's outputs."""
+    from aisim.output.records import RequestRecords
+
     wall_ms = (time.perf_counter() - t0) * 1000.0
     wall_s = max(wall_ms / 1000.0, 1e-9)
     prediction["wall_time_ms"] = wall_ms
@@ -202,7 +208,6 @@ def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool, me
     """run_prediction for engine.mode disaggregated (docs/rules.md 9)."""
     from aisim.engine.pd import load_engine_pd, resolve_pd, simulate_pd
     from aisim.metrics import power_fields, summarize
-    from aisim.output.records import RequestRecords
 
     pdspec = resolve_pd(cfg)
     load_engine_pd(pdspec)
@@ -255,13 +260,7 @@ def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool, me
         prediction["power_w"] = power_w
         prediction["power_coverage"] = coverage
         prediction["power_diagnostics"] = diagnostics
-    wall_ms = (time.perf_counter() - t0) * 1000.0
-    wall_s = max(wall_ms / 1000.0, 1e-9)
-    prediction["wall_time_ms"] = wall_ms
-    prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
-    prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s
-    records = RequestRecords(result, digest) if capture else None
-    return Prediction(prediction, records, digest, pdspec, _trimmed(result.passes))
+    return _finish(prediction, t0, result, digest, capture, pdspec)
 
 
 def op_sources(plan):

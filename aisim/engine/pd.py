@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from aisim import state as st
 from aisim.engine import run as aggregated
 from aisim.engine.interruptible import run_kernel
 from aisim.engine.pool import Pool
-from aisim.engine.run import reset_accumulators, traffic_inputs
+from aisim.engine.run import rerun_with_room, reset_accumulators, traffic_inputs
 from aisim.engine.spec import EngineSpec, resolve_role
 from aisim.errors import CapacityError, NotAvailableError
 from aisim.kernels.codes import ReqStatus, Role, RunResult
@@ -57,9 +58,10 @@ class PDResult:
             Pool("decode", self.spec.decode, self.req_d, self.ranks_d),
         ]
 
-    @property
+    @cached_property
     def requests(self) -> st.RequestState:
-        """The run's view of its requests: decode-side tokens, prefill-side admission facts."""
+        """The run's view of its requests: decode-side tokens, prefill-side admission facts
+        (merged once: the summary and the records both read it)."""
         return merged_requests(self)
 
     @property
@@ -259,7 +261,7 @@ def simulate_pd(
     result = _simulate_pd(pdspec, traffic_p, traffic_d, capture, plans, memos, capture_passes)
     if pdspec.decode.max_time_ms == float("inf"):
         return result
-    open_ = merged_requests(result).status < ReqStatus.FINISHED
+    open_ = result.requests.status < ReqStatus.FINISHED
     open_ &= result.req_p.status != ReqStatus.NOT_ARRIVED
     if not open_.any():
         return result
@@ -294,13 +296,11 @@ def _simulate_pd(
         code, where, req_p, req_d, pd, stats, log, ranks_p, ranks_d, plog = _run(
             pdspec, traffic_p, traffic_d, capture, timing, log_capacity, no_stats, pass_rows
         )
-        if code == RunResult.LOG_FULL:
-            log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
-            continue
-        if capture_passes and int(plog.count[0]) > pass_rows:
-            pass_rows = int(plog.count[0])  # the estimate was short: rerun with the exact size
-            continue
-        break
+        rerun, log_capacity, pass_rows = rerun_with_room(
+            code, log_capacity, capture_passes, plog, pass_rows
+        )
+        if not rerun:
+            break
     sim_ms = (time.perf_counter() - t0) * 1000.0
     if code != RunResult.OK:
         raise RuntimeError(

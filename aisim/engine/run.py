@@ -134,13 +134,11 @@ def simulate(
             mtp,
             plog,
         )
-        if code == RunResult.LOG_FULL:
-            log_capacity *= 4  # rare: many readmissions; rerun deterministically with more room
-            continue
-        if capture_passes and int(plog.count[0]) > pass_rows:
-            pass_rows = int(plog.count[0])  # the estimate was short: rerun with the exact size
-            continue
-        break
+        rerun, log_capacity, pass_rows = rerun_with_room(
+            code, log_capacity, capture_passes, plog, pass_rows
+        )
+        if not rerun:
+            break
     sim_ms = (time.perf_counter() - t0) * 1000.0
     if code == RunResult.STALLED:
         raise CapacityError(
@@ -166,6 +164,19 @@ def simulate(
         plog if capture_passes else None,
         ranks,
     )
+
+
+def rerun_with_room(code, log_capacity: int, capture_passes: bool, plog, pass_rows: int):
+    """After one kernel call: (rerun?, log capacity, pass rows). A full admission log (rare: many
+    readmissions) reruns with 4x the room, a short pass-capture estimate with the exact size;
+    the run is deterministic, so the rerun is the same run with complete logs."""
+    from aisim.kernels.codes import RunResult
+
+    if code == RunResult.LOG_FULL:
+        return True, log_capacity * 4, pass_rows
+    if capture_passes and int(plog.count[0]) > pass_rows:
+        return True, log_capacity, int(plog.count[0])
+    return False, log_capacity, pass_rows
 
 
 def traffic_inputs(traffic: Traffic, closed_loop: bool, with_output: bool = True) -> dict:
