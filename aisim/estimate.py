@@ -14,11 +14,14 @@ to whole ns, nearest, then added).
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 
 from aisim.errors import AisimError, ConfigError
+from aisim.kernels.units import round_ns as _round_ns_kernel
+
+# the plain-Python body of the kernel helper: one rule, no compile for a CLI estimate
+_kernel_round_ns = getattr(_round_ns_kernel, "py_func", _round_ns_kernel)
 
 _PREFILL_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*(?:\+\s*(\d+)\s*)?$")
 _DECODE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
@@ -79,10 +82,8 @@ def parse_decode(text: str) -> DecodeShape:
 
 
 def round_ns(ms: float) -> int:
-    """A phase duration as the simulator's clock adds it: whole ns, nearest (kernels/sched.py)."""
-    if ms <= 0.0:
-        return 0
-    return math.floor(ms * 1e6 + 0.5)
+    """A phase duration as the simulator's clock takes it (kernels/units.py: round_ns)."""
+    return int(_kernel_round_ns(ms))
 
 
 def _pairs(prefills: list, decodes: list) -> list[tuple]:

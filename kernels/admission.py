@@ -52,8 +52,10 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             flags |= SCHED_PROGRESS
             continue
         trt = p.backend == Backend.TRTLLM
+        # a P/D decode pool looks up the newest copy, as its destination reservations do
+        newest = p.role == Role.DECODE
         hits, active = kv.probe_prefix(
-            req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching, trt
+            req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching, trt, newest
         )
         if mtp_on(mtp):
             if not trt and hits > 0:
@@ -90,7 +92,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         ranks.act_len[r] += 1
         req.seq[q] = stats.counters[CNT_ADMISSIONS]
         req.status[q] = ReqStatus.RUNNING
-        kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits)
+        kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits, newest)
         kv.grow_slot(ranks, blocks, r, slot, ceil_div(hit_tokens + n, bs), nb)
         req.computed_before[q] = hit_tokens
         req.sched_tokens[q] = n

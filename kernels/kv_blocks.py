@@ -311,11 +311,14 @@ def release_slot(ranks, blocks, r, slot, num_blocks):
 
 
 @helper
-def probe_prefix(req, blocks, pfx_hash, i, r, known_tokens, block_size, enabled, whole_prompt):
+def probe_prefix(
+    req, blocks, pfx_hash, i, r, known_tokens, block_size, enabled, whole_prompt, newest
+):
     """Leading cached blocks of request i's known sequence, capped so one token is computed.
 
-    Returns (hit_blocks, active_hit_blocks): active hits are held by a live request.
-    """
+    Returns (hit_blocks, active_hit_blocks): active hits are held by a live request. Each block
+    is looked up in its oldest cached copy, or with `newest` in its newest (a P/D decode pool,
+    docs/rules.md 9.3)."""
     if not enabled:
         return 0, 0
     # vLLM always recomputes the last token; TRT-LLM can reuse a whole block-aligned prompt
@@ -323,7 +326,7 @@ def probe_prefix(req, blocks, pfx_hash, i, r, known_tokens, block_size, enabled,
     hits = 0
     active = 0
     while hits < cap:
-        b = map_find(blocks, block_key(req, pfx_hash, i, hits, r))
+        b = cached_copy(blocks, block_key(req, pfx_hash, i, hits, r), newest)
         if b < 0:
             break
         if blocks.ref[b] > 0:
@@ -333,10 +336,11 @@ def probe_prefix(req, blocks, pfx_hash, i, r, known_tokens, block_size, enabled,
 
 
 @helper
-def attach_hits(req, ranks, blocks, pfx_hash, i, r, slot, hits):
-    """Reference the first `hits` cached blocks of request i as its leading table entries."""
+def attach_hits(req, ranks, blocks, pfx_hash, i, r, slot, hits, newest):
+    """Reference the first `hits` cached blocks of request i (the copies probe_prefix found) as
+    its leading table entries."""
     for j in range(hits):
-        b = map_find(blocks, block_key(req, pfx_hash, i, j, r))
+        b = cached_copy(blocks, block_key(req, pfx_hash, i, j, r), newest)
         ref_hit_block(ranks, blocks, r, b)
         blocks.slot_blocks[slot, j] = b
     blocks.slot_nblk[slot] = hits
@@ -344,41 +348,11 @@ def attach_hits(req, ranks, blocks, pfx_hash, i, r, slot, hits):
 
 
 @helper
-def newest_copy(blocks, key):
-    """The most recently cached copy of `key` (-1 if none)."""
+def cached_copy(blocks, key, newest):
+    """The oldest (or newest) cached copy of `key`, -1 if none. vLLM keeps every copy of a
+    content hash (map_insert); the map holds the oldest and the others queue behind it."""
     b = map_find(blocks, key)
-    if b < 0:
-        return b
-    while blocks.dup_next[b] >= 0:
-        b = blocks.dup_next[b]
+    if newest and b >= 0:
+        while blocks.dup_next[b] >= 0:
+            b = blocks.dup_next[b]
     return b
-
-
-@helper
-def probe_destination(req, blocks, pfx_hash, i, r, prompt, block_size, enabled):
-    """P/D destination reservation: like probe_prefix over the whole prompt (cap P / bs), but
-    each block is looked up in its newest copy (observed: a destination hits the copy the
-    latest activation brought, so the retirement of that copy's owner frees no block)."""
-    if not enabled:
-        return 0, 0
-    hits = 0
-    active = 0
-    while hits < prompt // block_size:
-        b = newest_copy(blocks, block_key(req, pfx_hash, i, hits, r))
-        if b < 0:
-            break
-        if blocks.ref[b] > 0:
-            active += 1
-        hits += 1
-    return hits, active
-
-
-@helper
-def attach_destination_hits(req, ranks, blocks, pfx_hash, i, r, slot, hits):
-    """attach_hits with the copies probe_destination found."""
-    for j in range(hits):
-        b = newest_copy(blocks, block_key(req, pfx_hash, i, j, r))
-        ref_hit_block(ranks, blocks, r, b)
-        blocks.slot_blocks[slot, j] = b
-    blocks.slot_nblk[slot] = hits
-    blocks.slot_nhashed[slot] = hits

@@ -92,6 +92,29 @@ def _insert_by_reservation(pd, w, q):
 
 
 @helper
+def _queue_by_reservation(pd, req, ranks, r, q):
+    """Put activated q in decode rank r's waiting queue. Recomputes after preemption stay in
+    front; the activated requests behind them wait in reservation order, not activation order
+    (observed on both backends: a request reserved earlier but transferred later is still
+    admitted first, as if it had held its place in the queue since its reservation)."""
+    t = ranks.wait_tail[r]
+    if t < 0 or req.num_admissions[t] > 0 or pd.reserve_seq[t] < pd.reserve_seq[q]:
+        queues.push_waiting_back(req, ranks, r, q)
+        return
+    prev = -1
+    nxt = ranks.wait_head[r]
+    while req.num_admissions[nxt] > 0 or pd.reserve_seq[nxt] < pd.reserve_seq[q]:
+        prev = nxt
+        nxt = req.wait_next[nxt]
+    req.wait_next[q] = nxt
+    if prev >= 0:
+        req.wait_next[prev] = q
+    else:
+        ranks.wait_head[r] = q
+    ranks.wait_len[r] += 1
+
+
+@helper
 def _activated_outstanding(p, req, ranks, blocks, r):
     """TRT-LLM: blocks activated-but-not-yet-running destinations still need to complete."""
     total = 0
@@ -136,8 +159,8 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
             return  # tried and failed at this capacity generation
         # the destination computes no prompt token: a fully cached block-aligned prompt needs
         # no transfer at all (observed, tests/golden/pd-dest-full-hit)
-        hits, active = kv.probe_destination(
-            req, blocks, pfx_hash, q, r, prompt, bs, p.prefix_caching
+        hits, active = kv.probe_prefix(
+            req, blocks, pfx_hash, q, r, prompt, bs, p.prefix_caching, True, True
         )
         if prompt_blocks - active > kv.num_free(ranks, r):
             pd.tried_gen[q] = pd.cap_gen[r]
@@ -148,7 +171,7 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     slot = blocks.slot_stack[r * ranks.run_list.shape[1] + top]
     ranks.slot_top[r] = top
     req.slot[q] = slot
-    kv.attach_destination_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits)
+    kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits, True)
     kv.grow_slot(ranks, blocks, r, slot, prompt_blocks, p.num_blocks)
     if p.backend == Backend.TRTLLM:
         pd.trt_need[r] += ceil_div(prompt + req.output_len[q], bs) - prompt_blocks
@@ -171,7 +194,7 @@ def _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms):
             req, blocks, pfx_hash, q, r, req.slot[q], req.prompt_len[q], p.block_size
         )
     req.status[q] = ReqStatus.WAITING
-    queues.push_waiting_back(req, ranks, r, q)
+    _queue_by_reservation(pd, req, ranks, r, q)
     if p.backend == Backend.TRTLLM:
         # from now on its remaining need is counted through the running list once admitted
         pd.trt_need[r] -= ceil_div(req.prompt_len[q] + req.output_len[q], p.block_size) - ceil_div(

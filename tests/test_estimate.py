@@ -173,13 +173,25 @@ def test_non_default_timing_exits_2(tmp_path: Path) -> None:
     assert len(lines) == 1 and "timing" in lines[0] and "type: default" in lines[0]
 
 
-def test_round_ns_matches_the_event_loop() -> None:
+def test_round_ns_matches_the_exact_rational_rule() -> None:
+    """The kernel's float-only rounding equals the exact-rational reference, ties included
+    (polynomial times land on decimal ties such as 30.4689625 ms, whose double is a hair below
+    the tie), and the estimate uses the kernel's rule."""
+    import random
+
     from aisim.estimate import round_ns
     from aisim.kernels.units import round_ns as kernel_round_ns
+    from tests.reference.scheduler import round_ns as exact_round_ns
 
-    ref = getattr(kernel_round_ns, "py_func", kernel_round_ns)
-    for ms in (0.0, -1.0, PREFILL_1x1024, DECODE_1x1025, 0.0000005, 1.2345674999, 1e3 / 3):
-        assert round_ns(ms) == int(ref(ms))
+    kernel = getattr(kernel_round_ns, "py_func", kernel_round_ns)
+    rng = random.Random(7)
+    values = [0.0, -1.0, PREFILL_1x1024, DECODE_1x1025, 0.0000005, 0.0000015, 0.0000025]
+    values += [30.4689625, 20.5744625, 1.2345674999, 1e3 / 3, 7.3, 1.7]
+    values += [rng.randint(0, 10**10) * 5e-7 for _ in range(3000)]  # half-ns ties in decimal
+    values += [rng.random() * 10 ** rng.randint(-6, 7) for _ in range(3000)]
+    for ms in values:
+        assert int(kernel(ms)) == exact_round_ns(ms) == round_ns(ms), ms
+    assert exact_round_ns(30.4689625) == 30468962  # floor(ms * 1e6 + 0.5) would give ...63
 
 
 def test_detail_memory_shows_the_capacity_terms(tmp_path: Path) -> None:

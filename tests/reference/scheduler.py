@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 WAITING = "waiting"
 RUNNING = "running"
@@ -51,10 +52,17 @@ def phase_ms(ns: int) -> float:
 
 
 def round_ns(ms: float) -> int:
-    """A phase duration as whole nanoseconds, nearest (half up)."""
+    """A phase duration as whole nanoseconds: the exact value of the double ms / 1000 in
+    seconds, times 1e9, rounded to the nearest integer, ties to even (Rust's
+    Duration::from_secs_f64), computed with exact rationals."""
     if ms <= 0.0:
         return 0
-    return math.floor(ms * 1e6 + 0.5)
+    exact = Fraction(ms / 1000.0) * 1_000_000_000
+    whole = math.floor(exact)
+    rest = exact - whole
+    if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and whole % 2 == 1):
+        whole += 1
+    return whole
 
 
 @dataclass
