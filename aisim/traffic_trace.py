@@ -24,7 +24,13 @@ from typing import NamedTuple
 import numpy as np
 
 from aisim.config.checks import show
-from aisim.engine.bounds import CLOCK_MS_MAX, TOKENS_MAX, check_state_fits
+from aisim.engine.bounds import (
+    CLOCK_MS_MAX,
+    TOKENS_MAX,
+    check_state_fits,
+    never_finishing,
+    never_finishing_message,
+)
 from aisim.errors import CapacityError, ConfigError, NotAvailableError, note
 from aisim.traffic import Traffic
 
@@ -392,25 +398,14 @@ def _check_clock(spec, rows: TraceRows, order: np.ndarray, arrival: np.ndarray) 
 
 def _check_can_finish(spec, traffic: Traffic) -> None:
     """Reject a trace holding a request that could never finish (AISimulate loops or aborts)."""
-    where = f"engine.workers.{spec.role}"
-    bs = spec.block_size
     p, o = traffic.prompt_len, traffic.output_len
-    if spec.role == "prefill":
-        o = np.minimum(o, 1)  # a prefill worker computes the prompt and one internal token
-    live = np.ones(len(p), dtype=bool) if spec.max_model_len is None else p < spec.max_model_len
-    if spec.backend == "vllm":
-        live &= -(-p // bs) <= spec.num_blocks  # larger prompts are rejected at admission
-        # MTP reserves KV for the whole final burst, the last token included
-        longest = -(-(p + o - (0 if spec.nextn else 1)) // bs)
-        stuck = np.nonzero(live & (longest > spec.num_blocks))[0]
-        if len(stuck):
-            i = int(stuck[0])
-            raise CapacityError(
-                f"{spec.trace_path}:{_line(spec, traffic, i)}: {where}.kv_cache.capacity.blocks: "
-                f"a request of {p[i]} prompt + {o[i]} output tokens needs {longest[i]} blocks "
-                f"of {bs} tokens but a rank has {spec.num_blocks}; it could never finish. Raise "
-                "the capacity or shorten the request"
-            )
+    stuck, need = never_finishing(spec, p, o)
+    hit = np.nonzero(stuck)[0]
+    if len(hit):
+        i = int(hit[0])
+        out = min(int(o[i]), 1) if spec.role == "prefill" else int(o[i])
+        where = f"{spec.trace_path}:{_line(spec, traffic, i)}: engine.workers.{spec.role}"
+        raise CapacityError(never_finishing_message(where, int(p[i]), out, int(need[i]), spec))
 
 
 def _line(spec, traffic: Traffic, i: int) -> str:

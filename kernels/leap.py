@@ -7,7 +7,8 @@ routing and the full scheduling pass every time; this loop does only what such a
 changes, in the same order as `loop._finish_pass` / `loop._start_pass` / `sched.schedule_rank`
 / `emission.emit_rank` would, so results are bit-identical (the golden and pass-compression tests
 run through it). It stops before any pass that could differ: an arrival to route, a calendar
-event (KV block boundary, cacheable block, completion), active or waiting requests.
+event (KV block boundary, cacheable block, completion), active or waiting requests, a rejection
+to report.
 
 Only for one worker with one attention rank (no other worker's events can interleave), pass
 compression on, and neither pass capture nor invariant checks.
@@ -56,6 +57,8 @@ def run(p, req, ranks, workers, stats, plan, memo, t, next_arrival):
         # the next pass would schedule exactly the lazy decoders
         if ranks.act_len[r] != 0 or ranks.due_len[r] != 0 or ranks.wait_len[r] != 0:
             break
+        if ranks.rej_head[r] >= 0:
+            break  # the pass rejected a request: closed loop, its replacement arrives at pe
         n_lazy = ranks.lazy_count[r]
         if n_lazy == 0 or n_lazy > p.max_tokens:
             break

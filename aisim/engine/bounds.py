@@ -12,11 +12,13 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
+
 from aisim.errors import ConfigError
 
 INDEX_MAX = 2**31 - 1  # int32 request / block / slot indices
 TOKENS_MAX = 2**62  # a request's prompt + output tokens, with room for sums in int64
-# round_ns(prefill) + round_ns(decode) must stay below 2**63 ns (kernels/sched.price_shape)
+# round_ns(prefill) + round_ns(decode) must stay below 2**63 ns (kernels/pass_price.price_rank)
 PASS_MS_MAX = 9.2e12
 # the simulated clock is float ms: up to 2**32 ms (~50 days) it resolves a nanosecond
 CLOCK_MS_MAX = float(2**32)
@@ -166,3 +168,35 @@ def check_pass_time(spec, where: str) -> None:
             f"{total:g} ms, beyond the {PASS_MS_MAX:g} ms a pass can last (passes are timed in "
             "whole nanoseconds as 64-bit integers); give a shorter pass time"
         )
+
+
+def never_finishing(spec, prompt, output) -> tuple[np.ndarray, np.ndarray]:
+    """Which requests could never finish on one of spec's ranks (AISimulate loops or aborts on
+    them), and the KV blocks each needs: on vLLM its longest sequence (an MTP burst reserves
+    the last token too) over the rank's blocks. Requests the deployment ends without running
+    are not stuck: a prompt at or over the context limit and a vLLM prompt larger than the pool
+    are rejected at admission, a P/D handoff the decode pool could never hold fails. TRT-LLM
+    clamps outputs to the pool, so none of its requests is stuck."""
+    bs, nb = spec.block_size, spec.num_blocks
+    p = np.asarray(prompt, dtype=np.int64)
+    o = np.asarray(output, dtype=np.int64)
+    if spec.role == "prefill":
+        o = np.minimum(o, 1)  # a prefill worker computes the prompt and one internal token
+    live = np.ones(p.shape, dtype=bool)
+    if spec.max_model_len is not None:
+        live &= p < spec.max_model_len
+        o = np.where(live, np.minimum(o, spec.max_model_len - p), o)
+    need = -(-(p + o - (0 if spec.nextn else 1)) // bs)
+    if spec.backend != "vllm":
+        return np.zeros(p.shape, dtype=bool), need
+    live &= -(-p // bs) <= nb
+    return live & (need > nb), need
+
+
+def never_finishing_message(where: str, prompt: int, output: int, need: int, spec) -> str:
+    """The capacity error of a request never_finishing flags."""
+    return (
+        f"{where}.kv_cache.capacity.blocks: a request of {prompt} prompt + {output} output "
+        f"tokens needs {need} blocks of {spec.block_size} tokens but a rank has "
+        f"{spec.num_blocks}; it could never finish. Raise the capacity or shorten the request"
+    )

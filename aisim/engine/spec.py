@@ -8,7 +8,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from aisim.engine.bounds import check_pass_time, check_state_fits
+from aisim.engine.bounds import (
+    check_pass_time,
+    check_state_fits,
+    never_finishing,
+    never_finishing_message,
+)
 from aisim.errors import CapacityError, ConfigError, NotAvailableError
 from aisim.kernels.codes import Backend, LoadKind, TimingKind
 from aisim.models import ModelArch, load_model
@@ -350,27 +355,17 @@ def no_request_can_complete(cfg, spec: EngineSpec) -> str | None:
 def _check_can_finish(cfg, spec: EngineSpec) -> None:
     """Reject deployments on which a request can never finish (AISimulate loops or aborts)."""
     where = f"{cfg.source_path}: engine.workers.{spec.role}"
-    p, o, bs = spec.input_tokens, spec.output_tokens, spec.block_size
-    if spec.role == "prefill":
-        o = 1  # a prefill worker computes the prompt and one internal token
-    if spec.max_model_len is not None and p < spec.max_model_len:
-        o = min(o, spec.max_model_len - p)
+    p, bs = spec.input_tokens, spec.block_size
+    stuck, need = never_finishing(spec, [p], [spec.output_tokens])
+    if stuck[0]:
+        o = 1 if spec.role == "prefill" else spec.output_tokens
+        if spec.max_model_len is not None:
+            o = min(o, spec.max_model_len - p)
+        raise CapacityError(never_finishing_message(where, p, o, int(need[0]), spec))
     if spec.max_model_len is not None and p >= spec.max_model_len:
         return  # every request is rejected; reported as "no request completed"
-    if spec.role == "decode" and -(-(p + (spec.backend == "trtllm")) // bs) > spec.num_blocks:
-        return  # the decode pool can never take the handoff: every request fails (simulated)
-    if spec.backend == "vllm":
-        prompt_blocks = -(-p // bs)
-        if prompt_blocks > spec.num_blocks and spec.role != "decode":
-            return  # rejected at admission like AISimulate does
-        # MTP reserves KV for the whole final burst, the last token included
-        longest = -(-(p + o - (0 if spec.nextn else 1)) // bs)
-        if longest > spec.num_blocks:
-            raise CapacityError(
-                f"{where}.kv_cache.capacity.blocks: a request of {p} prompt + {o} output "
-                f"tokens needs {longest} blocks of {bs} tokens but a rank has {spec.num_blocks}; "
-                "it could never finish. Raise the capacity or shorten the request"
-            )
+    if spec.backend == "vllm" and -(-p // bs) > spec.num_blocks:
+        return  # rejected at admission like AISimulate does (a decode pool: the handoff fails)
     if not spec.chunked_prefill and p > spec.max_tokens and spec.role != "decode":
         # the first prompt on a rank has no cache hit, so it could never be scheduled
         raise CapacityError(
