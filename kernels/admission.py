@@ -29,7 +29,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
     flags = 0
     outstanding = -1  # TRT-LLM reservation, summed over running only when a head is tested
     if ranks.dest_pending[r] > 0 and p.backend == Backend.VLLM:
-        return budget, admit_activated_only(p, req, ranks, stats, log, r, t_ms)
+        return budget, admit_activated_only(p, req, ranks, stats, log, r, t_ms, budget)
     while ranks.wait_len[r] > 0 and ranks.run_len[r] < p.max_seqs:
         q = ranks.wait_head[r]
         prompt = req.prompt_len[q]
@@ -39,6 +39,11 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             # P/D activation: KV already reserved and materialised; no budget, no prefill
             admit_activated(p, req, ranks, stats, log, r, q, t_ms)
             flags |= SCHED_PROGRESS | admission_log_flags(p, log, stats)
+            if budget == 0:
+                # it needs no budget, but one admitted with none left ends the admission
+                # (observed: behind a recompute chunk that spends the budget, one activated
+                # request joins per pass), like a TRT-LLM full hit below
+                break
             continue
         too_big = prompt >= p.max_model_len
         if fresh and not too_big:
@@ -179,7 +184,7 @@ def admit_activated(p, req, ranks, stats, log, r, q, t_ms):
 
 
 @helper
-def admit_activated_only(p, req, ranks, stats, log, r, t_ms):
+def admit_activated_only(p, req, ranks, stats, log, r, t_ms, budget):
     """P/D vLLM decode rank with destinations still waiting for a reservation: recomputes after
     preemption stay queued (not admitted, even when they would fit) and the activated requests
     behind them, whose KV is held already, are admitted in queue order. Observed on AISimulate
@@ -203,5 +208,7 @@ def admit_activated_only(p, req, ranks, stats, log, r, t_ms):
                 queues.push_waiting_front(req, ranks, r, q)
             admit_activated(p, req, ranks, stats, log, r, q, t_ms)
             flags |= SCHED_PROGRESS | admission_log_flags(p, log, stats)
+            if budget == 0:
+                break  # as in admit_waiting
         q = nxt
     return flags
