@@ -9,6 +9,7 @@ from aisim.kernels import mtp_step, queues, running
 from aisim.kernels._jit import helper
 from aisim.kernels.codes import (
     CNT_ADMISSIONS,
+    CNT_BROKEN,
     CNT_COMMITTED,
     CNT_LOG,
     SCHED_LOG_FULL,
@@ -17,6 +18,7 @@ from aisim.kernels.codes import (
     ReqStatus,
     Role,
 )
+from aisim.kernels.invariants import BLOCKS_NOT_CONSERVED
 from aisim.kernels.mtp_step import mtp_on
 from aisim.kernels.units import ceil_div
 
@@ -86,6 +88,12 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             break
         if defer and remaining > 1:
             break
+        if mtp_on(mtp) and not trt and hits > 0:
+            if not _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, newest, hit_tokens + n):
+                # not a config limit: the admission rule let in a request whose blocks the rank
+                # does not have. End the run with an internal error rather than over-allocate.
+                stats.counters[CNT_BROKEN] = r * 100 + BLOCKS_NOT_CONSERVED
+                break
         queues.pop_waiting(req, ranks, r)
         top = ranks.slot_top[r] - 1
         slot = blocks.slot_stack[r * ranks.run_list.shape[1] + top]
@@ -141,6 +149,22 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             # cached (observed); any other head finds no budget and waits.
             break
     return budget, flags
+
+
+@helper
+def _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, newest, tokens):
+    """vLLM MTP: whether q's table of `tokens` tokens, led by its `hits` cached blocks, can be
+    allocated from the rank's free blocks. The admission test counts live hits through the
+    capped drop_last_hit estimate, which can exceed the live blocks actually among the first
+    `hits` (an unreferenced older copy ahead of a live one); such a hit is taken from the free
+    blocks too. Seen failing only on a 9-block pool under pipeline and attention-DP parallelism
+    with a whole-prompt cached prefix, where AISimulate admits the request (NOTES.md)."""
+    held = 0
+    for j in range(hits):
+        b = kv.cached_copy(blocks, kv.block_key(req, pfx_hash, q, j, r), newest)
+        if blocks.ref[b] > 0:
+            held += 1
+    return ceil_div(tokens, p.block_size) - held <= kv.num_free(ranks, r)
 
 
 @helper
