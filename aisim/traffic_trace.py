@@ -399,13 +399,14 @@ def _check_clock(spec, rows: TraceRows, order: np.ndarray, arrival: np.ndarray) 
 def _check_can_finish(spec, traffic: Traffic) -> None:
     """Reject a trace holding a request that could never finish (AISimulate loops or aborts)."""
     p, o = traffic.prompt_len, traffic.output_len
-    stuck, need = never_finishing(spec, p, o)
+    stuck, need, out = never_finishing(spec, p, o)
     hit = np.nonzero(stuck)[0]
     if len(hit):
         i = int(hit[0])
-        out = min(int(o[i]), 1) if spec.role == "prefill" else int(o[i])
         where = f"{spec.trace_path}:{_line(spec, traffic, i)}: engine.workers.{spec.role}"
-        raise CapacityError(never_finishing_message(where, int(p[i]), out, int(need[i]), spec))
+        raise CapacityError(
+            never_finishing_message(where, int(p[i]), int(out[i]), int(need[i]), spec)
+        )
 
 
 def _line(spec, traffic: Traffic, i: int) -> str:

@@ -170,10 +170,11 @@ def check_pass_time(spec, where: str) -> None:
         )
 
 
-def never_finishing(spec, prompt, output) -> tuple[np.ndarray, np.ndarray]:
+def never_finishing(spec, prompt, output) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Which requests could never finish on one of spec's ranks (AISimulate loops or aborts on
-    them), and the KV blocks each needs: on vLLM its longest sequence (an MTP burst reserves
-    the last token too) over the rank's blocks. Requests the deployment ends without running
+    them), the KV blocks each needs and the output tokens it runs on the rank (one on a prefill
+    worker, truncated to the context): on vLLM its longest sequence (an MTP burst reserves the
+    last token too) over the rank's blocks. Requests the deployment ends without running
     are not stuck: a prompt at or over the context limit and a vLLM prompt larger than the pool
     are rejected at admission, a P/D handoff the decode pool could never hold fails. TRT-LLM
     clamps outputs to the pool, so none of its requests is stuck."""
@@ -188,9 +189,9 @@ def never_finishing(spec, prompt, output) -> tuple[np.ndarray, np.ndarray]:
         o = np.where(live, np.minimum(o, spec.max_model_len - p), o)
     need = -(-(p + o - (0 if spec.nextn else 1)) // bs)
     if spec.backend != "vllm":
-        return np.zeros(p.shape, dtype=bool), need
+        return np.zeros(p.shape, dtype=bool), need, o
     live &= -(-p // bs) <= nb
-    return live & (need > nb), need
+    return live & (need > nb), need, o
 
 
 def never_finishing_message(where: str, prompt: int, output: int, need: int, spec) -> str:

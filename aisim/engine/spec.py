@@ -356,12 +356,9 @@ def _check_can_finish(cfg, spec: EngineSpec) -> None:
     """Reject deployments on which a request can never finish (AISimulate loops or aborts)."""
     where = f"{cfg.source_path}: engine.workers.{spec.role}"
     p, bs = spec.input_tokens, spec.block_size
-    stuck, need = never_finishing(spec, [p], [spec.output_tokens])
+    stuck, need, out = never_finishing(spec, [p], [spec.output_tokens])
     if stuck[0]:
-        o = 1 if spec.role == "prefill" else spec.output_tokens
-        if spec.max_model_len is not None:
-            o = min(o, spec.max_model_len - p)
-        raise CapacityError(never_finishing_message(where, p, o, int(need[0]), spec))
+        raise CapacityError(never_finishing_message(where, p, int(out[0]), int(need[0]), spec))
     if spec.max_model_len is not None and p >= spec.max_model_len:
         return  # every request is rejected; reported as "no request completed"
     if spec.backend == "vllm" and -(-p // bs) > spec.num_blocks:
