@@ -11,6 +11,7 @@ to batch 512. Latency through `aisim estimate` (the CLI), energy through the ene
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -50,6 +51,18 @@ def test_group_scale() -> None:
     assert group_scale(32, 8, NODE) == pytest.approx(31 / 7 * 8 / 32 * 18, rel=1e-15)
     # measured beyond one node already: no bandwidth step, ring growth only
     assert group_scale(32, 16, NODE) == pytest.approx(31 / 15 * 16 / 32, rel=1e-15)
+
+
+def test_group_bandwidth_tiers() -> None:
+    """A group's link: NVLink within a node, the inter-node link within a rack (or beyond the
+    node when the system has no racks), the inter-rack link beyond a rack."""
+    assert NODE.group_bw(8) == 900e9
+    assert NODE.group_bw(16) == 50e9
+    assert NODE.group_bw(4096) == 50e9
+    rack = dataclasses.replace(NODE, gpus_per_node=4, gpus_per_rack=72, inter_rack_bw=25e9)
+    assert [rack.group_bw(n) for n in (4, 8, 72, 144)] == [900e9, 50e9, 50e9, 25e9]
+    no_rack_bw = dataclasses.replace(rack, inter_rack_bw=None)
+    assert no_rack_bw.group_bw(144) == 50e9
 
 
 SHARED = "  enable_shared_layer: true\n"

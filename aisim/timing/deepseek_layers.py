@@ -23,7 +23,7 @@ from aisim.timing.leaf_attention import absent_grid
 from aisim.timing.leaf_dispatch import dispatch_curves
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites
 from aisim.timing.leaf_moe import moe_curve
-from aisim.timing.plan_record import Deployment, OpRow, PassPlan, assemble
+from aisim.timing.plan_record import Deployment, OpRow, PassPlan, allreduce_scalars, assemble
 from aisim.timing.system import GpuSystem
 from aisim.timing.tables import Tables
 
@@ -189,8 +189,7 @@ def build_deepseek_plan(
     routed, shared = moe_block("hidden", 1.0)
     rows += [*routed, *shared, *part.hidden]
     scalars = {
-        "allreduce_gpus": t,
-        "allreduce_elem_bytes": 2.0,
+        **allreduce_scalars(system, t),
         "heads": model.num_attention_heads // t,
         "dispatch_gpus": num_gpus,
         "dispatch_allreduce": comm.with_allreduce,

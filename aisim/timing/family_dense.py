@@ -14,7 +14,7 @@ from aisim.models import ModelArch
 from aisim.timing.leaf_attention import gqa_attention
 from aisim.timing.leaf_comm import absent_curve, allreduce_curve
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites
-from aisim.timing.plan_record import Deployment, OpRow, PassPlan, assemble
+from aisim.timing.plan_record import Deployment, OpRow, PassPlan, allreduce_scalars, assemble
 from aisim.timing.system import GpuSystem
 from aisim.timing.tables import Tables
 
@@ -120,7 +120,7 @@ def build_dense_plan(
         rows,
         gemm_ops,
         gemm,
-        {"allreduce_gpus": t, "allreduce_elem_bytes": 2.0, **attention.scalars},
+        {**allreduce_scalars(system, t), **attention.scalars},
         context_attention=attention.context,
         generation_attention=attention.generation,
         allreduce=allreduce,

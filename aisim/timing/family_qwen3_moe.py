@@ -15,7 +15,7 @@ from aisim.timing.leaf_attention import gqa_attention
 from aisim.timing.leaf_dispatch import dispatch_curves
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites
 from aisim.timing.leaf_moe import moe_curve
-from aisim.timing.plan_record import Deployment, OpRow, PassPlan, assemble
+from aisim.timing.plan_record import Deployment, OpRow, PassPlan, allreduce_scalars, assemble
 from aisim.timing.system import GpuSystem
 from aisim.timing.tables import Tables
 
@@ -88,8 +88,7 @@ def build_qwen3_moe_plan(
             OpRow(phase, "p2p", KP.OP_P2P, None, 2.0 * h, float(deployment.pipeline - 1) * once)
         )
     scalars = {
-        "allreduce_gpus": t,
-        "allreduce_elem_bytes": 2.0,
+        **allreduce_scalars(system, t),
         **attention.scalars,
         "dispatch_gpus": num_gpus,
         "dispatch_allreduce": comm.with_allreduce,

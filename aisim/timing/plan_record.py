@@ -130,6 +130,16 @@ def system_scalars(system: GpuSystem) -> dict:
     }
 
 
+def allreduce_scalars(system: GpuSystem, tensor: int) -> dict:
+    """The PassScalars of the attention-TP allreduce: its group, bf16 elements, and the link
+    its SOL runs on (a group beyond one node is priced on the inter-node link)."""
+    return {
+        "allreduce_gpus": tensor,
+        "allreduce_elem_bytes": 2.0,
+        "link_bw": system.group_bw(tensor),
+    }
+
+
 def assemble(
     model_id: str,
     deployment: Deployment,
@@ -165,8 +175,7 @@ def assemble(
             num_ctx_ops=num_ctx,
             num_ops=num_ops,
             nextn=deployment.nextn,
-            **system_scalars(system),
-            **scalars,
+            **{**system_scalars(system), **scalars},
         ),
         ops=ops,
         gemm=record,

@@ -39,11 +39,14 @@ class GpuSystem:
     p2p_latency_s: float
     gpus_per_node: int | None  # None: the system block does not say (groups beyond are refused)
     flops: dict  # the gpu block's *_flops entries, FLOP/s
+    gpus_per_rack: int | None = None  # None: no rack tier (every multi-node group is inter-node)
+    inter_rack_bw: float | None = None  # bytes/s between racks; None: the inter-node bandwidth
 
     @classmethod
     def from_dict(cls, system: dict) -> GpuSystem:
         gpu, node = system["gpu"], system["node"]
         per_node = node.get("num_gpus_per_node")
+        per_rack, rack_bw = node.get("num_gpus_per_rack"), node.get("inter_rack_bw")
         return cls(
             mem_bw=float(gpu["mem_bw"]),
             mem_eff=float(gpu["mem_bw_empirical_scaling_factor"]),
@@ -52,8 +55,20 @@ class GpuSystem:
             inter_node_bw=float(node["inter_node_bw"]),
             p2p_latency_s=float(node["p2p_latency"]),
             gpus_per_node=None if per_node is None else int(per_node),
+            gpus_per_rack=None if per_rack is None else int(per_rack),
+            inter_rack_bw=None if rack_bw is None else float(rack_bw),
             flops={k: float(v) for k, v in gpu.items() if k.endswith("_flops")},
         )
+
+    def group_bw(self, num_gpus: int) -> float:
+        """Per-GPU link bandwidth of a `num_gpus` group, bytes/s: NVLink within a node, the
+        inter-node link within a rack, the inter-rack link beyond (the inter-node one when the
+        system has no rack tier). A group of unknown node size is taken to fit in one node."""
+        if self.gpus_per_node is None or num_gpus <= self.gpus_per_node:
+            return self.intra_node_bw
+        if self.gpus_per_rack is None or num_gpus <= self.gpus_per_rack:
+            return self.inter_node_bw
+        return self.inter_node_bw if self.inter_rack_bw is None else self.inter_rack_bw
 
     def tensor_flops(self, dtype: str) -> float:
         """Tensor-core FLOP/s of a table dtype (KeyError for a dtype the system does not rate)."""
