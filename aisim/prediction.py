@@ -104,23 +104,29 @@ def _run_prediction(cfg, digest: str, capture: bool, capture_passes: bool, memos
     spec = resolve(cfg)
     load_engine(spec)  # like importing AISimulate's compiled engine: outside wall_time_ms
     if spec.timing == "op_level":
+        from aisim.engine.bounds import rejected_at_admission
         from aisim.timing.energy import power_report
-        from aisim.timing.provider import plan_for
+        from aisim.timing.provider import plan_unless_unpriced
         from aisim.timing.provider import provenance as op_level_provenance
     if spec.trace_path is not None:
         from aisim.traffic_trace import trace_traffic
     t0 = time.perf_counter()  # AISimulate's wall_time_ms spans validated config -> metrics
-    plan = None
-    memo = None
-    if spec.timing == "op_level":
-        if memos is not None:
-            plan, memo = _shared_plan_and_memo(memos, spec, cfg.source_path)
-        else:
-            plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{spec.role}")
     if spec.trace_path is not None:
         traffic = trace_traffic(spec)
     else:
         traffic = synthetic(spec)
+    plan = None
+    memo = None
+    if spec.timing == "op_level":
+        where = f"{cfg.source_path}: engine.workers.{spec.role}"
+
+        def rejects_all():
+            return bool(rejected_at_admission(spec, traffic.prompt_len).all())
+
+        if memos is not None:
+            plan, memo = _shared_plan_and_memo(memos, spec, where, rejects_all)
+        else:
+            plan = plan_unless_unpriced(spec, where, rejects_all)
     result = simulate_until_cutoff(
         spec, traffic, capture=capture, plan=plan, capture_passes=capture_passes, memo=memo
     )
@@ -162,20 +168,25 @@ def _trimmed(passes):
     return type(passes)(*(a[:rows] for a in passes))
 
 
-def _shared_plan_and_memo(memos: dict, spec, source_path):
+def _shared_plan_and_memo(memos: dict, spec, where: str, rejects_all):
     """This process's op plan for the spec and the memo of its prices. Plans are reused for
     specs with the same plan identity (timing.provider.plan_identity: whatever their traffic or
     scheduler limits); memos are shared by every spec whose plan has the same arrays (equal
-    plans, equal prices), e.g. all points of a concurrency or scheduler sweep."""
+    plans, equal prices), e.g. all points of a concurrency or scheduler sweep. A run that
+    prices no pass (provider.plan_unless_unpriced) gets the op-less plan, never shared: it
+    depends on the run's traffic."""
+    from aisim.errors import OpTableError
     from aisim.state import allocate_memo
     from aisim.timing.plan_cache import plan_digest
-    from aisim.timing.provider import plan_for, plan_identity
+    from aisim.timing.provider import plan_for, plan_identity, plan_unless_unpriced
 
-    where = f"{source_path}: engine.workers.{spec.role}"
     spec_key = plan_identity(spec, where)
     plans = memos.setdefault("plans", {})
     if spec_key not in plans:
-        plan = plan_for(spec, where)
+        try:
+            plan = plan_for(spec, where)
+        except OpTableError:
+            return plan_unless_unpriced(spec, where, rejects_all), None
         plans[spec_key] = (plan, plan_digest(plan.arrays))
     plan, plan_hash = plans[spec_key]
     shared = memos.setdefault("memos", {})
@@ -211,9 +222,15 @@ def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool, me
 
     pdspec = resolve_pd(cfg)
     load_engine_pd(pdspec)
+    from aisim.engine.bounds import rejected_at_admission
+    from aisim.engine.pd import role_traffic
     from aisim.timing.energy import power_report
-    from aisim.timing.provider import plan_for
+    from aisim.timing.provider import plan_unless_unpriced
     from aisim.timing.provider import provenance as op_level_provenance
+
+    def rejects_all():  # a request the prefill pool rejects reaches neither pool's passes
+        prompts = role_traffic(pdspec.prefill).prompt_len
+        return bool(rejected_at_admission(pdspec.prefill, prompts).all())
 
     t0 = time.perf_counter()
     roles = (("prefill", pdspec.prefill), ("decode", pdspec.decode))
@@ -222,10 +239,11 @@ def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool, me
     for role, spec in roles:
         plan = memo = None
         if spec.timing == "op_level":
+            where = f"{cfg.source_path}: engine.workers.{role}"
             if memos is not None:
-                plan, memo = _shared_plan_and_memo(memos, spec, cfg.source_path)
+                plan, memo = _shared_plan_and_memo(memos, spec, where, rejects_all)
             else:
-                plan = plan_for(spec, f"{cfg.source_path}: engine.workers.{role}")
+                plan = plan_unless_unpriced(spec, where, rejects_all)
         plans.append(plan)
         role_memos.append(memo)
     result = simulate_pd(
@@ -248,15 +266,20 @@ def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool, me
     if all(plan is not None for plan in plans):
         # the prefill role's provider prices prefill phases, the decode role's decode phases
         plan_p, plan_d = plans
-        acc = _accumulators(result.memo_p)
-        acc_d = _accumulators(result.memo_d)
-        k = plan_p.num_ctx_ops
-        acc.ms[k:] = acc_d.ms[k:]
-        acc.energy_wms[k:] = acc_d.energy_wms[k:]
-        acc.covered_ms[k:] = acc_d.covered_ms[k:]
-        acc.decode_evals = acc_d.decode_evals
-        sources = op_sources(plan_p)[:k] + op_sources(plan_d)[k:]
-        power_w, coverage, diagnostics = power_report(plan_p.op_names, sources, k, acc)
+        if not (plan_p.op_names and plan_d.op_names):
+            # an op-less plan: every request was rejected at prefill, neither pool priced a pass
+            acc = _accumulators(result.memo_p if not plan_p.op_names else result.memo_d)
+            power_w, coverage, diagnostics = power_report((), (), 0, acc)
+        else:
+            acc = _accumulators(result.memo_p)
+            acc_d = _accumulators(result.memo_d)
+            k = plan_p.num_ctx_ops
+            acc.ms[k:] = acc_d.ms[k:]
+            acc.energy_wms[k:] = acc_d.energy_wms[k:]
+            acc.covered_ms[k:] = acc_d.covered_ms[k:]
+            acc.decode_evals = acc_d.decode_evals
+            sources = op_sources(plan_p)[:k] + op_sources(plan_d)[k:]
+            power_w, coverage, diagnostics = power_report(plan_p.op_names, sources, k, acc)
         prediction["power_w"] = power_w
         prediction["power_coverage"] = coverage
         prediction["power_diagnostics"] = diagnostics

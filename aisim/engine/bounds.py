@@ -183,15 +183,25 @@ def never_finishing(spec, prompt, output) -> tuple[np.ndarray, np.ndarray, np.nd
     o = np.asarray(output, dtype=np.int64)
     if spec.role == "prefill":
         o = np.minimum(o, 1)  # a prefill worker computes the prompt and one internal token
-    live = np.ones(p.shape, dtype=bool)
     if spec.max_model_len is not None:
-        live &= p < spec.max_model_len
-        o = np.where(live, np.minimum(o, spec.max_model_len - p), o)
+        o = np.where(p < spec.max_model_len, np.minimum(o, spec.max_model_len - p), o)
     need = -(-(p + o - (0 if spec.nextn else 1)) // bs)
     if spec.backend != "vllm":
         return np.zeros(p.shape, dtype=bool), need, o
-    live &= -(-p // bs) <= nb
-    return live & (need > nb), need, o
+    return ~rejected_at_admission(spec, p) & (need > nb), need, o
+
+
+def rejected_at_admission(spec, prompt) -> np.ndarray:
+    """Which requests the rank rejects when it first schedules them, before any of their
+    tokens is computed: a prompt at or over the context limit, and on vLLM a prompt with more
+    blocks than the rank's pool."""
+    p = np.asarray(prompt, dtype=np.int64)
+    out = np.zeros(p.shape, dtype=bool)
+    if spec.max_model_len is not None:
+        out |= p >= spec.max_model_len
+    if spec.backend == "vllm":
+        out |= -(-p // spec.block_size) > spec.num_blocks
+    return out
 
 
 def never_finishing_message(where: str, prompt: int, output: int, need: int, spec) -> str:

@@ -217,6 +217,21 @@ def placeholder_plan() -> OpPlan:
     return OpPlan(scalars=pass_scalars(), ops=ops, gemm=record, **_stand_ins())
 
 
+def unpriced_plan(model_id: str, deployment: Deployment) -> PassPlan:
+    """The plan of a run that prices no pass: no ops (every price would be 0)."""
+    return PassPlan(
+        arrays=placeholder_plan(),
+        op_names=(),
+        num_ctx_ops=0,
+        model_id=model_id,
+        backend=deployment.backend,
+        version=deployment.version,
+        mode=deployment.mode,
+        tensor_parallel=deployment.tensor,
+        gemm_descr=(),
+    )
+
+
 def _stand_ins() -> dict:
     """Every OpPlan leaf as a stand-in, plus the attention hold's scratch space."""
     return {

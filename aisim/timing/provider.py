@@ -7,12 +7,12 @@ import json
 
 import numpy as np
 
-from aisim.errors import AisimError, NotAvailableError
+from aisim.errors import AisimError, NotAvailableError, OpTableError
 
 # at import: a run's wall_time_ms excludes loading the plan builders
 from aisim.timing.families import build_plan, check_priced, is_moe_model, table_families
 from aisim.timing.plan_cache import cache_path, load, store
-from aisim.timing.plan_record import Deployment
+from aisim.timing.plan_record import Deployment, unpriced_plan
 
 DEFAULT_VERSIONS = {"vllm": "0.24.0", "trtllm": "1.3.0rc20"}
 
@@ -108,6 +108,19 @@ def plan_for(spec, where: str):
         raise type(exc)(f"{where}.timing: {exc}") from None
     store(path, plan)
     return plan
+
+
+def plan_unless_unpriced(spec, where: str, rejects_all):
+    """plan_for, or, when the tables cannot price the deployment but every request is rejected
+    before a pass is priced (`rejects_all()`), the op-less plan: AISimulate reads its tables
+    only to price a pass, so such a run reports "no request completed" (exit 1) instead of a
+    table miss (docs/timing.md 5)."""
+    try:
+        return plan_for(spec, where)
+    except OpTableError:
+        if not rejects_all():
+            raise
+        return unpriced_plan(spec.model.model_id, deployment_of(spec))
 
 
 def provenance(spec) -> dict:
