@@ -20,7 +20,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-SPACE_VERSION = "3"
+SPACE_VERSION = "4"
 """Bump when the sampler changes, so a resumed output folder is not silently mixed."""
 
 DENSE = {"Qwen/Qwen3-0.6B": 16, "Qwen/Qwen3-8B": 32, "Qwen/Qwen3-32B": 64}
@@ -273,8 +273,9 @@ def _trace_traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workloa
         rows.append(row)
         if mean_gap and not d.chance(0.15):  # some equal timestamps too
             t += d.rng.expovariate(1.0 / mean_gap)
-    # AISimulate takes mooncake-delta in aggregated mode only; a few P/D cases check that
-    fmt = "mooncake-delta" if d.chance(0.15 if mode == "aggregated" else 0.02) else "mooncake"
+    # AISimulate takes mooncake-delta in aggregated mode only (both refuse it in P/D, pinned by
+    # tests/test_config_bad.py), so P/D never draws it
+    fmt = "mooncake-delta" if mode == "aggregated" and d.chance(0.15) else "mooncake"
     if fmt != "mooncake":
         tags.append("trace-delta")
     source = {"type": "trace", "paths": ["trace.jsonl"], "format": fmt, "block_size": tbs}
@@ -430,7 +431,9 @@ def _kv_cache(
     tags.append(f"kv:{pressure}" + (f"@{role}" if role != "aggregated" else ""))
     if pressure == "default":
         cap: dict = {"type": "default"}
-        if d.chance(0.3):
+        # a smaller fraction leaves the big models on their fewest GPUs no KV budget at all
+        roomy = gpus >= 2 * MIN_GPUS_DEFAULT_CAPACITY.get(model, 1)
+        if roomy and d.chance(0.3):
             cap["memory_fraction"] = d.one([0.5, 0.8, 0.95])
         kv["capacity"] = cap
         return kv
