@@ -9,16 +9,15 @@ from aisim.kernels import mtp_step, queues, running
 from aisim.kernels._jit import helper
 from aisim.kernels.codes import (
     CNT_ADMISSIONS,
-    CNT_BROKEN,
     CNT_COMMITTED,
     CNT_LOG,
+    SCHED_ADMIT_PREEMPT,
     SCHED_LOG_FULL,
     SCHED_PROGRESS,
     Backend,
     ReqStatus,
     Role,
 )
-from aisim.kernels.invariants import BLOCKS_NOT_CONSERVED
 from aisim.kernels.mtp_step import mtp_on
 from aisim.kernels.units import ceil_div
 
@@ -59,6 +58,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             flags |= SCHED_PROGRESS
             continue
         trt = p.backend == Backend.TRTLLM
+        popped = False
         # a P/D decode pool looks up the newest copy, as its destination reservations do
         newest = p.role == Role.DECODE
         hits, active = kv.probe_prefix(
@@ -89,12 +89,27 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         if defer and remaining > 1:
             break
         if mtp_on(mtp) and not trt and hits > 0:
-            if not _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, newest, hit_tokens + n):
-                # not a config limit: the admission rule let in a request whose blocks the rank
-                # does not have. End the run with an internal error rather than over-allocate.
-                stats.counters[CNT_BROKEN] = r * 100 + BLOCKS_NOT_CONSERVED
-                break
-        queues.pop_waiting(req, ranks, r)
+            # the test above counts live hits through the capped drop_last_hit estimate; the
+            # allocation takes the hits' actual copies. When they do not fit, running requests
+            # are preempted from the tail until they do, and admission ends after this one
+            tokens = hit_tokens + n
+            if not _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, newest, tokens):
+                # q leaves the queue before its victims rejoin it at the front
+                queues.pop_waiting(req, ranks, r)
+                popped = True
+                victims = 0
+                while not _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, newest, tokens):
+                    if ranks.run_len[r] == 0:
+                        popped = False
+                        break
+                    running.preempt_scheduled_last(p, req, ranks, blocks, stats, pfx_hash, mtp, r)
+                    victims += 1
+                    flags |= SCHED_PROGRESS | SCHED_ADMIT_PREEMPT
+                if not popped:
+                    queues.insert_waiting_after(req, ranks, r, q, victims)
+                    break
+        if not popped:
+            queues.pop_waiting(req, ranks, r)
         top = ranks.slot_top[r] - 1
         slot = blocks.slot_stack[r * ranks.run_list.shape[1] + top]
         ranks.slot_top[r] = top
@@ -114,7 +129,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         if mtp_on(mtp):
             if trt and remaining == n and req.num_generated[q] == 0:
                 req.draft_slots[q] = 1 + p.nextn  # TRT-LLM drafts from the prefill pass on
-            mtp_step.shape_add(p, req, ranks, blocks, mtp, r, q)
+            mtp_step.shape_add(p, req, ranks, blocks, mtp, r, q, 1)
         if p.prefix_caching:
             kv.register_full_blocks(req, blocks, pfx_hash, q, r, slot, hit_tokens + n, bs)
         if hit_tokens < prompt:
@@ -142,6 +157,8 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
                 outstanding += ceil_div(prompt + req.output_len[q], bs) - blocks.slot_nblk[slot]
         budget -= n
         flags |= SCHED_PROGRESS
+        if flags & SCHED_ADMIT_PREEMPT:
+            break
         if budget == 0 and n == 0:
             # TRT-LLM: a fully cached prompt is admitted even with no budget left, and then
             # admission stops. An admission that spends the budget on tokens does not stop it:
@@ -154,11 +171,8 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
 @helper
 def _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, newest, tokens):
     """vLLM MTP: whether q's table of `tokens` tokens, led by its `hits` cached blocks, can be
-    allocated from the rank's free blocks. The admission test counts live hits through the
-    capped drop_last_hit estimate, which can exceed the live blocks actually among the first
-    `hits` (an unreferenced older copy ahead of a live one); such a hit is taken from the free
-    blocks too. Seen failing only on a 9-block pool under pipeline and attention-DP parallelism
-    with a whole-prompt cached prefix, where AISimulate admits the request (NOTES.md)."""
+    allocated: the hits held by live requests are shared, the others (an unreferenced copy can
+    lead the chain of a hash whose newer copy is live) come from the free blocks."""
     held = 0
     for j in range(hits):
         b = kv.cached_copy(blocks, kv.block_key(req, pfx_hash, q, j, r), newest)

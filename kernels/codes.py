@@ -97,3 +97,4 @@ SKETCH_BINS = 32768
 SCHED_PROGRESS = 1  # the pass scheduled, admitted, rejected or preempted something
 SCHED_TRT_PREEMPT = 2  # TRT-LLM would have to preempt: its reservation was wrong (a defect)
 SCHED_LOG_FULL = 4  # the admission log is full: the run is repeated with more room
+SCHED_ADMIT_PREEMPT = 8  # an admission preempted running requests (vLLM MTP, docs/rules.md 8.4)

@@ -72,23 +72,12 @@ def _fifo_pop(link, heads, tails, k):
 
 
 @helper
-def _insert_by_reservation(pd, w, q):
+def _insert_by_reservation(pd, req, w, q):
     """Defer q's activation on decode worker w. Deferred activations are applied in
     reservation order, not transfer completion order (observed with mixed prompt lengths:
     a short prompt reserved after a long one finishes its transfer first but still joins the
     waiting queue after it)."""
-    prev = -1
-    nxt = pd.dact_head[w]
-    while nxt >= 0 and pd.reserve_seq[nxt] < pd.reserve_seq[q]:
-        prev = nxt
-        nxt = pd.dlink[nxt]
-    pd.dlink[q] = nxt
-    if prev >= 0:
-        pd.dlink[prev] = q
-    else:
-        pd.dact_head[w] = q
-    if nxt < 0:
-        pd.dact_tail[w] = q
+    _insert_reserved(pd.dlink, pd.dact_head, pd.dact_tail, w, q, pd.reserve_seq, req)
 
 
 @helper
@@ -101,17 +90,26 @@ def _queue_by_reservation(pd, req, ranks, r, q):
     if t < 0 or req.num_admissions[t] > 0 or pd.reserve_seq[t] < pd.reserve_seq[q]:
         queues.push_waiting_back(req, ranks, r, q)
         return
-    prev = -1
-    nxt = ranks.wait_head[r]
-    while req.num_admissions[nxt] > 0 or pd.reserve_seq[nxt] < pd.reserve_seq[q]:
-        prev = nxt
-        nxt = req.wait_next[nxt]
-    req.wait_next[q] = nxt
-    if prev >= 0:
-        req.wait_next[prev] = q
-    else:
-        ranks.wait_head[r] = q
+    _insert_reserved(req.wait_next, ranks.wait_head, ranks.wait_tail, r, q, pd.reserve_seq, req)
     ranks.wait_len[r] += 1
+
+
+@helper
+def _insert_reserved(link, head, tail, k, q, reserve_seq, req):
+    """Insert q into linked list k (`link` next pointers, `head` / `tail` per list) behind
+    every entry admitted before (a recompute) or reserved before q."""
+    prev = -1
+    nxt = head[k]
+    while nxt >= 0 and (req.num_admissions[nxt] > 0 or reserve_seq[nxt] < reserve_seq[q]):
+        prev = nxt
+        nxt = link[nxt]
+    link[q] = nxt
+    if prev >= 0:
+        link[prev] = q
+    else:
+        head[k] = q
+    if nxt < 0:
+        tail[k] = q
 
 
 @helper
@@ -395,7 +393,7 @@ def _execute_actions(
         elif kind == PDAction.ACTIVATE:
             w = req_d.rank[q] // params_d.dp_size
             if workers_d.busy[w]:
-                _insert_by_reservation(pd, w, q)
+                _insert_by_reservation(pd, req_d, w, q)
             else:
                 _apply_activation(pd, params_d, req_d, ranks_d, blocks_d, dd_hash, q, t_ms)
         else:

@@ -25,6 +25,7 @@ from numba.extending import overload
 from aisim.kernels import kv_blocks as kv
 from aisim.kernels import rng
 from aisim.kernels._jit import helper
+from aisim.kernels.units import ceil_div
 
 
 def mtp_on(mtp):
@@ -39,11 +40,6 @@ def _mtp_on_typed(mtp):
         getattr(mtp.instance_class, "mtp_on", False)
     )
     return lambda mtp: on
-
-
-@helper
-def ceil_div(a, b):
-    return -((-a) // b)
 
 
 @helper
@@ -100,13 +96,13 @@ def shape_reset(mtp, r):
 
 
 @helper
-def shape_add(p, req, ranks, blocks, mtp, r, q):
-    """Count request q, just scheduled on rank r, in the pass's batch sums.
+def shape_add(p, req, ranks, blocks, mtp, r, q, sign):
+    """Count request q, just scheduled on rank r, in the pass's batch sums (sign 1), or take it
+    out again (sign -1: an admission preempted it after it was scheduled).
 
     Called in scheduling order (running list, then admissions), which is the running order a
-    sweep after scheduling would see: a request scheduled earlier in the pass is never preempted
-    later in it (victims come from the end of the running list), and its blocks only change at
-    the pass end.
+    sweep after scheduling would see: a request scheduled earlier in the pass leaves it only
+    through an admission's preemption, which takes its share out before freeing its blocks.
     """
     shape_add_known(
         p,
@@ -121,29 +117,30 @@ def shape_add(p, req, ranks, blocks, mtp, r, q):
         req.prompt_len[q],
         req.num_generated[q],
         req.slot[q],
+        sign,
     )
 
 
 @helper
-def shape_add_known(p, req, ranks, blocks, mtp, r, q, a, n, prompt, g, slot):
+def shape_add_known(p, req, ranks, blocks, mtp, r, q, a, n, prompt, g, slot, sign):
     """`shape_add` with the values the scheduler has in hand: a = computed before the pass,
     n = tokens scheduled, g = generated so far (reloading them cost ~8 loads per request and
     pass: the compiler cannot tell that the stores in between hit other arrays)."""
     sh = mtp.shape
     if n > 0 and a < prompt:
-        sh[r, SHAPE_PREFILLS] += 1
-        sh[r, SHAPE_ISL] += min(a + n, prompt)
-        sh[r, SHAPE_PREFIX] += a
+        sh[r, SHAPE_PREFILLS] += sign
+        sh[r, SHAPE_ISL] += sign * min(a + n, prompt)
+        sh[r, SHAPE_PREFIX] += sign * a
     slots = req.draft_slots[q]
     length = prompt + g
     if burst_ready(slots, n, a + n, length):
         if decode_member(slots, g, n, a + n, length):
-            sh[r, SHAPE_DECODES] += 1
-            sh[r, SHAPE_CTX] += length
+            sh[r, SHAPE_DECODES] += sign
+            sh[r, SHAPE_CTX] += sign * length
         end = length + min(max_burst(slots), req.output_len[q] - g)
         held = blocks.slot_nblk[slot]
         if end > held * p.block_size:
-            sh[r, SHAPE_NEED] += ceil_div(end, p.block_size) - held
+            sh[r, SHAPE_NEED] += sign * (ceil_div(end, p.block_size) - held)
 
 
 @helper

@@ -26,7 +26,8 @@ class Curve(NamedTuple):
 
 @helper
 def allreduce_sol_ms(elements, num_gpus, elem_bytes, link_bw):
-    """Ring allreduce roofline, ms: 2 (elements x bytes) (t - 1) / t / intra-node bandwidth."""
+    """Ring allreduce roofline, ms: 2 (elements x bytes) (t - 1) / t / the group's link
+    bandwidth (GpuSystem.group_bw)."""
     if num_gpus <= 1:
         return 0.0
     return 2.0 * (elements * elem_bytes) * (num_gpus - 1.0) / num_gpus / link_bw * 1000.0

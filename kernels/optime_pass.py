@@ -79,7 +79,7 @@ class PassScalars(NamedTuple):
     mem_bw: float  # bytes/s
     mem_eff: float  # empirical bandwidth scaling (0.8)
     mem_const_s: float  # empirical constant latency per memory op, s (3e-6)
-    link_bw: float  # intra-node bandwidth, bytes/s
+    link_bw: float  # per-GPU link of the allreduce group (NVLink within a node), bytes/s
     inter_bw: float  # inter-node bandwidth, bytes/s
     p2p_latency_s: float
     allreduce_gpus: float  # OP_ALLREDUCE group (attention tensor parallel)

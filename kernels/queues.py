@@ -45,6 +45,22 @@ def push_waiting_front(req, ranks, r, i):
 
 
 @helper
+def insert_waiting_after(req, ranks, r, i, k):
+    """Queue request i behind the first k waiting requests (at the front for k = 0)."""
+    if k == 0:
+        push_waiting_front(req, ranks, r, i)
+        return
+    prev = ranks.wait_head[r]
+    for _ in range(k - 1):
+        prev = req.wait_next[prev]
+    req.wait_next[i] = req.wait_next[prev]
+    req.wait_next[prev] = i
+    if req.wait_next[i] < 0:
+        ranks.wait_tail[r] = i
+    ranks.wait_len[r] += 1
+
+
+@helper
 def pop_waiting(req, ranks, r):
     i = ranks.wait_head[r]
     n = req.wait_next[i]

@@ -56,6 +56,19 @@ def preempt_last(p, req, ranks, blocks, stats, pfx_hash, r):
 
 
 @helper
+def preempt_scheduled_last(p, req, ranks, blocks, stats, pfx_hash, mtp, r):
+    """vLLM MTP admission: preempt the last running request although this pass already
+    scheduled it. Its part of the pass is undone first (its batch-shape share, its committed
+    prompt tokens); the budget it frees goes unused, as admission ends after the request that
+    needed the room (docs/rules.md 8.4)."""
+    v = ranks.run_list[r, ranks.run_len[r] - 1]
+    if req.computed_before[v] < req.prompt_len[v]:
+        stats.counters[CNT_COMMITTED] -= req.sched_tokens[v]
+    mtp_step.shape_add(p, req, ranks, blocks, mtp, r, v, -1)
+    preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
+
+
+@helper
 def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x, mtp):
     """Running requests in list order. Returns (budget left, flags, preempted).
 
@@ -140,7 +153,7 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
         budget -= charge
         flags |= SCHED_PROGRESS
         if mtp_on(mtp):
-            mtp_step.shape_add_known(p, req, ranks, blocks, mtp, r, q, c, n, prompt, g, slot)
+            mtp_step.shape_add_known(p, req, ranks, blocks, mtp, r, q, c, n, prompt, g, slot, 1)
         i += 1
     while d < n_due:
         run_due_event(p, req, ranks, blocks, pfx_hash, r, x, ranks.due_list[r, d])

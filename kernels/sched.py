@@ -11,6 +11,7 @@ runs it, with the TRT-LLM admission differences (docs/rules.md 4, 5, 6).
 from aisim.kernels import admission, lazy, mtp_step, pass_price, running
 from aisim.kernels._jit import helper
 from aisim.kernels.codes import (
+    SCHED_ADMIT_PREEMPT,
     SCHED_TRT_PREEMPT,
 )
 from aisim.kernels.mtp_step import mtp_on
@@ -40,6 +41,9 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_
         budget, aflags = admission.admit_waiting(
             p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, defer, mtp
         )
+        if aflags & SCHED_ADMIT_PREEMPT:
+            preempted = True
+            aflags &= ~SCHED_ADMIT_PREEMPT
         flags |= aflags
     if not defer and not preempted:
         ranks.capacity_bound[r] = ranks.wait_len[r] > 0
