@@ -59,10 +59,8 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             continue
         trt = p.backend == Backend.TRTLLM
         popped = False
-        # a P/D decode pool looks up the newest copy, as its destination reservations do
-        newest = p.role == Role.DECODE
         hits, active = kv.probe_prefix(
-            req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching, trt, newest
+            req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching, trt
         )
         if mtp_on(mtp):
             if not trt and hits > 0:
@@ -93,12 +91,12 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             # allocation takes the hits' actual copies. When they do not fit, running requests
             # are preempted from the tail until they do, and admission ends after this one
             tokens = hit_tokens + n
-            if not _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, newest, tokens):
+            if not _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, tokens):
                 # q leaves the queue before its victims rejoin it at the front
                 queues.pop_waiting(req, ranks, r)
                 popped = True
                 victims = 0
-                while not _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, newest, tokens):
+                while not _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, tokens):
                     if ranks.run_len[r] == 0:
                         popped = False
                         break
@@ -120,7 +118,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         ranks.act_len[r] += 1
         req.seq[q] = stats.counters[CNT_ADMISSIONS]
         req.status[q] = ReqStatus.RUNNING
-        kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits, newest)
+        kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits)
         kv.grow_slot(ranks, blocks, r, slot, ceil_div(hit_tokens + n, bs), nb)
         req.computed_before[q] = hit_tokens
         req.sched_tokens[q] = n
@@ -169,13 +167,13 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
 
 
 @helper
-def _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, newest, tokens):
+def _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, tokens):
     """vLLM MTP: whether q's table of `tokens` tokens, led by its `hits` cached blocks, can be
     allocated: the hits held by live requests are shared, the others (an unreferenced copy can
     lead the chain of a hash whose newer copy is live) come from the free blocks."""
     held = 0
     for j in range(hits):
-        b = kv.cached_copy(blocks, kv.block_key(req, pfx_hash, q, j, r), newest)
+        b = kv.cached_copy(blocks, kv.block_key(req, pfx_hash, q, j, r))
         if blocks.ref[b] > 0:
             held += 1
     return ceil_div(tokens, p.block_size) - held <= kv.num_free(ranks, r)

@@ -311,14 +311,11 @@ def release_slot(ranks, blocks, r, slot, num_blocks):
 
 
 @helper
-def probe_prefix(
-    req, blocks, pfx_hash, i, r, known_tokens, block_size, enabled, whole_prompt, newest
-):
+def probe_prefix(req, blocks, pfx_hash, i, r, known_tokens, block_size, enabled, whole_prompt):
     """Leading cached blocks of request i's known sequence, capped so one token is computed.
 
     Returns (hit_blocks, active_hit_blocks): active hits are held by a live request. Each block
-    is looked up in its oldest cached copy, or with `newest` in its newest (a P/D decode pool,
-    docs/rules.md 9.3)."""
+    is looked up in its oldest cached copy (cached_copy), on every pool alike."""
     if not enabled:
         return 0, 0
     # vLLM always recomputes the last token; TRT-LLM can reuse a whole block-aligned prompt
@@ -326,7 +323,7 @@ def probe_prefix(
     hits = 0
     active = 0
     while hits < cap:
-        b = cached_copy(blocks, block_key(req, pfx_hash, i, hits, r), newest)
+        b = cached_copy(blocks, block_key(req, pfx_hash, i, hits, r))
         if b < 0:
             break
         if blocks.ref[b] > 0:
@@ -336,11 +333,11 @@ def probe_prefix(
 
 
 @helper
-def attach_hits(req, ranks, blocks, pfx_hash, i, r, slot, hits, newest):
+def attach_hits(req, ranks, blocks, pfx_hash, i, r, slot, hits):
     """Reference the first `hits` cached blocks of request i (the copies probe_prefix found) as
     its leading table entries."""
     for j in range(hits):
-        b = cached_copy(blocks, block_key(req, pfx_hash, i, j, r), newest)
+        b = cached_copy(blocks, block_key(req, pfx_hash, i, j, r))
         ref_hit_block(ranks, blocks, r, b)
         blocks.slot_blocks[slot, j] = b
     blocks.slot_nblk[slot] = hits
@@ -348,11 +345,8 @@ def attach_hits(req, ranks, blocks, pfx_hash, i, r, slot, hits, newest):
 
 
 @helper
-def cached_copy(blocks, key, newest):
-    """The oldest (or newest) cached copy of `key`, -1 if none. vLLM keeps every copy of a
-    content hash (map_insert); the map holds the oldest and the others queue behind it."""
-    b = map_find(blocks, key)
-    if newest and b >= 0:
-        while blocks.dup_next[b] >= 0:
-            b = blocks.dup_next[b]
-    return b
+def cached_copy(blocks, key):
+    """The oldest surviving cached copy of `key`, -1 if none. vLLM keeps every copy of a content
+    hash (map_insert); the map holds the oldest and the others queue behind it, promoted in turn
+    when it is evicted."""
+    return map_find(blocks, key)

@@ -158,7 +158,7 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
         # the destination computes no prompt token: a fully cached block-aligned prompt needs
         # no transfer at all (observed, tests/golden/pd-dest-full-hit)
         hits, active = kv.probe_prefix(
-            req, blocks, pfx_hash, q, r, prompt, bs, p.prefix_caching, True, True
+            req, blocks, pfx_hash, q, r, prompt, bs, p.prefix_caching, True
         )
         if prompt_blocks - active > kv.num_free(ranks, r):
             pd.tried_gen[q] = pd.cap_gen[r]
@@ -169,7 +169,7 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     slot = blocks.slot_stack[r * ranks.run_list.shape[1] + top]
     ranks.slot_top[r] = top
     req.slot[q] = slot
-    kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits, True)
+    kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits)
     kv.grow_slot(ranks, blocks, r, slot, prompt_blocks, p.num_blocks)
     if p.backend == Backend.TRTLLM:
         pd.trt_need[r] += ceil_div(prompt + req.output_len[q], bs) - prompt_blocks
