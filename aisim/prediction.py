@@ -175,18 +175,16 @@ def _shared_plan_and_memo(memos: dict, spec, where: str, rejects_all):
     plans, equal prices), e.g. all points of a concurrency or scheduler sweep. A run that
     prices no pass (provider.plan_unless_unpriced) gets the op-less plan, never shared: it
     depends on the run's traffic."""
-    from aisim.errors import OpTableError
     from aisim.state import allocate_memo
     from aisim.timing.plan_cache import plan_digest
-    from aisim.timing.provider import plan_for, plan_identity, plan_unless_unpriced
+    from aisim.timing.provider import plan_identity, plan_unless_unpriced
 
     spec_key = plan_identity(spec, where)
     plans = memos.setdefault("plans", {})
     if spec_key not in plans:
-        try:
-            plan = plan_for(spec, where)
-        except OpTableError:
-            return plan_unless_unpriced(spec, where, rejects_all), None
+        plan = plan_unless_unpriced(spec, where, rejects_all)
+        if not plan.op_names:
+            return plan, None
         plans[spec_key] = (plan, plan_digest(plan.arrays))
     plan, plan_hash = plans[spec_key]
     shared = memos.setdefault("memos", {})

@@ -13,6 +13,7 @@ from aisim.engine.bounds import (
     check_state_fits,
     never_finishing,
     never_finishing_message,
+    rejected_at_admission,
 )
 from aisim.errors import CapacityError, ConfigError, NotAvailableError
 from aisim.kernels.codes import Backend, LoadKind, TimingKind
@@ -355,14 +356,14 @@ def no_request_can_complete(cfg, spec: EngineSpec) -> str | None:
 def _check_can_finish(cfg, spec: EngineSpec) -> None:
     """Reject deployments on which a request can never finish (AISimulate loops or aborts)."""
     where = f"{cfg.source_path}: engine.workers.{spec.role}"
-    p, bs = spec.input_tokens, spec.block_size
+    p = spec.input_tokens
     stuck, need, out = never_finishing(spec, [p], [spec.output_tokens])
     if stuck[0]:
         raise CapacityError(never_finishing_message(where, p, int(out[0]), int(need[0]), spec))
-    if spec.max_model_len is not None and p >= spec.max_model_len:
-        return  # every request is rejected; reported as "no request completed"
-    if spec.backend == "vllm" and -(-p // bs) > spec.num_blocks:
-        return  # rejected at admission like AISimulate does (a decode pool: the handoff fails)
+    if rejected_at_admission(spec, [p])[0]:
+        # every request is rejected, reported as "no request completed" (a decode pool: the
+        # handoff fails), as AISimulate does
+        return
     if not spec.chunked_prefill and p > spec.max_tokens and spec.role != "decode":
         # the first prompt on a rank has no cache hit, so it could never be scheduled
         raise CapacityError(

@@ -124,7 +124,6 @@ def system_scalars(system: GpuSystem) -> dict:
         "mem_bw": system.mem_bw,
         "mem_eff": system.mem_eff,
         "mem_const_s": system.mem_const_s,
-        "link_bw": system.intra_node_bw,
         "inter_bw": system.inter_node_bw,
         "p2p_latency_s": system.p2p_latency_s,
     }
@@ -175,7 +174,8 @@ def assemble(
             num_ctx_ops=num_ctx,
             num_ops=num_ops,
             nextn=deployment.nextn,
-            **{**system_scalars(system), **scalars},
+            **system_scalars(system),
+            **scalars,
         ),
         ops=ops,
         gemm=record,
