@@ -218,9 +218,8 @@ def summarize(result, sla=None) -> dict:
     out["prefix_cache_reused_ratio"] = reused_max / total_in if total_in else 0.0
     out["first_admission_prefix_cache_reused_ratio"] = reused_first / total_in if total_in else 0.0
     out["kv_eviction_policy"] = "lru"
+    # unfloored, unlike the throughputs' divisor: a run that ends at 0 ms bills 0 s
     clock_s = _billed_clock_ms(req, [pool.ranks for pool in pools], result.handoff_end_ms) / 1000.0
-    if n_done:
-        clock_s = max(clock_s, 1e-9)
     billed = {"prefill": (0, 0.0), "decode": (0, 0.0)}
     for pool in pools:
         # the aggregated pool reports under the decode fields (AISimulate's convention)

@@ -274,6 +274,14 @@ def _finish_prefill(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w,
         ranks.held_len[r] = 0
 
 
+@kernel
+def _end_prefill_pass(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
+    """`_finish_prefill` out of line: the event loop ends prefill passes at two sites (a pass
+    end at t, and a zero-duration pass as it starts), and one inlined copy keeps the P/D
+    kernel's compile time and memory down; prefill passes are a small share of the passes."""
+    _finish_prefill(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms)
+
+
 @helper
 def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
     """Decode pass end: tokens and retirements, a reservation retry per rank, then the
@@ -447,7 +455,7 @@ def run_disaggregated(
     n_wd = params_d.num_workers
     routed = 0
     t = 0.0
-    again = False  # a stalled decode pass reserved a destination: process t once more
+    again = False  # work queued at t (a stalled decode pass reserved, a zero prefill pass ended)
     visited = False  # the loop has processed an instant (the first round of t routes nothing)
     while True:
         t_next = np.inf
@@ -500,7 +508,7 @@ def run_disaggregated(
                     break
                 changed = True
                 if best < n_wp:
-                    _finish_prefill(
+                    _end_prefill_pass(
                         pd,
                         params_p,
                         req_p,
@@ -567,30 +575,48 @@ def run_disaggregated(
                 changed = True
             if not changed:
                 break
-        # --- start passes: idle prefill workers with work, then idle decode workers
+        # --- start passes: idle prefill workers with work, then idle decode workers. A prefill
+        # pass of zero duration (whole-prompt hits only, or a zero prefill time) ends as it
+        # starts: its prompts become source held at once and the worker is driven again, all
+        # before any decode pass starts; the RESERVEs it queued run in the next round at t
         for w in range(n_wp):
-            if workers_p.busy[w] or not loop.worker_has_work(params_p, ranks_p, w):
-                continue
-            flags = _start_worker(
-                params_p,
-                req_p,
-                ranks_p,
-                blocks_p,
-                workers_p,
-                stats,
-                log,
-                pd_hash,
-                plan_p,
-                memo_p,
-                mtp,
-                plog,
-                w,
-                t,
-            )
-            if flags & SCHED_TRT_PREEMPT:
-                return RunResult.TRT_PREEMPTION, w
-            if flags & SCHED_LOG_FULL:
-                return RunResult.LOG_FULL, w
+            while not workers_p.busy[w] and loop.worker_has_work(params_p, ranks_p, w):
+                flags = _start_worker(
+                    params_p,
+                    req_p,
+                    ranks_p,
+                    blocks_p,
+                    workers_p,
+                    stats,
+                    log,
+                    pd_hash,
+                    plan_p,
+                    memo_p,
+                    mtp,
+                    plog,
+                    w,
+                    t,
+                )
+                if flags & SCHED_TRT_PREEMPT:
+                    return RunResult.TRT_PREEMPTION, w
+                if flags & SCHED_LOG_FULL:
+                    return RunResult.LOG_FULL, w
+                if not workers_p.busy[w] or workers_p.pass_end_ms[w] > t:
+                    break
+                _end_prefill_pass(
+                    pd,
+                    params_p,
+                    req_p,
+                    ranks_p,
+                    blocks_p,
+                    workers_p,
+                    stats,
+                    pd_hash,
+                    mtp,
+                    np.int64(w),
+                    t,
+                )
+                again = True
         for w in range(n_wd):
             if workers_d.busy[w] or not loop.worker_has_work(params_d, ranks_d, w):
                 continue
