@@ -402,13 +402,15 @@ def optable() -> None:
     "targets",
     multiple=True,
     metavar="BACKEND:VERSION",
-    help="Backend version to compile (repeatable) [default: vllm:0.24.0, trtllm:1.3.0rc20].",
+    help="Backend version to compile (repeatable) [default: the versions aisim prices on the "
+    "hardware, e.g. vllm:0.24.0, trtllm:1.3.0rc20; a100_sxm vllm:0.14.0, trtllm:1.0.0].",
 )
 @click.option("--origin", default="", help="Where the source tree came from (for PROVENANCE.md).")
 def optable_build(
     source: Path, hardware: str, out: Path | None, targets: tuple[str, ...], origin: str
 ) -> None:
     """Compile the silicon parquet tables into sorted Arrow tables (one per op family)."""
+    from aisim.config.registry import priced_versions
     from aisim.errors import OpTableError
     from aisim.optable.build import DEFAULT_TARGETS, build_optables
     from aisim.optable.load import default_root
@@ -424,7 +426,9 @@ def optable_build(
         source,
         hardware,
         out,
-        tuple(pairs) or DEFAULT_TARGETS,
+        tuple(pairs)
+        or tuple((b, v) for b in ("vllm", "trtllm") for v in priced_versions(hardware, b))
+        or DEFAULT_TARGETS,
         origin=origin,
         log=lambda m: click.echo(m, err=True),
     )

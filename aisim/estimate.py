@@ -211,7 +211,7 @@ def estimate(
         "role": spec.role,
         "hardware": spec.hardware,
         "backend": spec.backend,
-        "backend_version": data_version(spec.backend, spec.backend_version),
+        "backend_version": data_version(spec.backend, spec.backend_version, spec.hardware),
         "database_mode": spec.database_mode,
         "tensor_parallel": spec.tensor,
         "pipeline_parallel": spec.pipeline,

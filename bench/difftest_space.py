@@ -20,7 +20,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-SPACE_VERSION = "4"
+SPACE_VERSION = "6"
 """Bump when the sampler changes, so a resumed output folder is not silently mixed."""
 
 DENSE = {"Qwen/Qwen3-0.6B": 16, "Qwen/Qwen3-8B": 32, "Qwen/Qwen3-32B": 64}
@@ -69,12 +69,42 @@ MOE_SPLITS = {
     ],
 }
 # GPUs a worker needs before the memory model can fit the weights (default KV capacity)
-MIN_GPUS_DEFAULT_CAPACITY = {
-    "Qwen/Qwen3-235B-A22B": 4,
-    "deepseek-ai/DeepSeek-V3": 8,
-    "deepseek-ai/DeepSeek-R1": 8,
-    "deepseek-ai/DeepSeek-V3.2": 8,
+# the GPUs with silicon tables: b200_sxm half the time, the others share the rest
+HARDWARE = {
+    "b200_sxm": 0.5,
+    "h200_sxm": 0.07,
+    "h100_sxm": 0.07,
+    "gb200": 0.07,
+    "b300_sxm": 0.06,
+    "gb300": 0.06,
+    "a100_sxm": 0.06,
+    "l40s": 0.04,
+    "rtx_pro_6000_server": 0.03,
+    "b60": 0.04,
 }
+# each GPU's current versions (AISimulate's slots; a100_sxm and b60 set their own)
+CURRENT = {"a100_sxm": {"vllm": "0.14.0", "trtllm": "1.0.0"}, "b60": {"vllm": "0.28.0"}}
+FP8_BLOCK_GPUS = ("b200_sxm", "b300_sxm", "gb200", "gb300", "h100_sxm", "h200_sxm")
+"""GPUs whose tables hold fp8_block GEMMs and the DeepSeek attention modules."""
+GPU_MEMORY_GB = {
+    "b200_sxm": 192, "b300_sxm": 288, "gb200": 192, "gb300": 288, "h100_sxm": 80,
+    "h200_sxm": 141, "a100_sxm": 80, "l40s": 48, "rtx_pro_6000_server": 96, "b60": 24,
+}  # fmt: skip
+WEIGHTS_GB = {
+    "Qwen/Qwen3-0.6B": 1.2, "Qwen/Qwen3-8B": 16.4, "Qwen/Qwen3-32B": 65.5,
+    "Qwen/Qwen3-30B-A3B": 61, "Qwen/Qwen3-235B-A22B": 470, "deepseek-ai/DeepSeek-V3": 690,
+    "deepseek-ai/DeepSeek-R1": 690, "deepseek-ai/DeepSeek-V3.2": 690,
+}  # fmt: skip
+
+
+def min_gpus_default_capacity(model: str, hardware: str) -> int:
+    """The fewest GPUs (a power of two) whose memory holds the weights with room for KV: fewer
+    leave the memory model's capacity no KV budget (both simulators refuse)."""
+    n = 1
+    while WEIGHTS_GB[model] / n > 0.7 * GPU_MEMORY_GB[hardware]:
+        n *= 2
+    return n
+
 
 PROMPTS = [4, 16, 60, 64, 100, 128, 200, 256, 300, 500, 512, 777, 1000, 1024, 1500, 2048, 3000]
 OUTPUTS = [1, 2, 3, 8, 16, 20, 32, 50, 64, 100, 128, 200]
@@ -149,9 +179,19 @@ def sample_case(seed: int, index: int) -> Case:
     mtp = d.chance(0.30 if mode == "aggregated" else 0.0)  # MTP in P/D: not claimed
     timing_kind = "op" if mtp else d.pick({"fixed": 0.5, "polynomial": 0.1, "op": 0.4})
     tags.append("timing:" + timing_kind)
-    engine: dict = {"mode": mode, "model": model, "hardware": "b200_sxm", "backend": backend}
+    hardware = d.pick(
+        {hw: w for hw, w in HARDWARE.items() if "deepseek" not in model or hw in FP8_BLOCK_GPUS}
+    )
+    if hardware == "b60":  # vLLM only, dense models, at most 4 cards a group (its measured ones)
+        backend = "vllm"
+        tags[0] = backend
+        if moe:
+            hardware = "b200_sxm"
+    tags.append("hw:" + hardware)
+    engine: dict = {"mode": mode, "model": model, "hardware": hardware, "backend": backend}
     if d.chance(0.3):
-        engine["backend_version"] = "0.24.0" if backend == "vllm" else "1.3.0rc20"
+        default = "0.24.0" if backend == "vllm" else "1.3.0rc20"
+        engine["backend_version"] = CURRENT.get(hardware, {}).get(backend, default)
     if timing_kind == "op":
         if d.chance(0.15 if not moe else 0.0):  # MoE in SOL mode: not claimed
             engine["database_mode"] = "SOL"
@@ -184,13 +224,17 @@ def sample_case(seed: int, index: int) -> Case:
     if mode == "aggregated":
         engine["workers"] = {
             "aggregated": _worker(
-                d, tags, model, backend, timing_kind, wl, "aggregated", no_chunk, nextn
+                d, tags, model, hardware, backend, timing_kind, wl, "aggregated", no_chunk, nextn
             )
         }
     else:
         engine["workers"] = {
-            "prefill": _worker(d, tags, model, backend, timing_kind, wl, "prefill", no_chunk, 0),
-            "decode": _worker(d, tags, model, backend, timing_kind, wl, "decode", no_chunk, nextn),
+            "prefill": _worker(
+                d, tags, model, hardware, backend, timing_kind, wl, "prefill", no_chunk, 0
+            ),
+            "decode": _worker(
+                d, tags, model, hardware, backend, timing_kind, wl, "decode", no_chunk, nextn
+            ),
         }
         kvt = _kv_transfer(d, tags)
         if kvt is not None:
@@ -326,10 +370,14 @@ def _context_limit(d: _Draw, wl: _Workload) -> int:
 # --------------------------------------------------------------------------- workers
 
 
-def _parallelism(d: _Draw, tags: list[str], model: str, timing_kind: str, role: str) -> dict:
+def _parallelism(
+    d: _Draw, tags: list[str], model: str, hardware: str, timing_kind: str, role: str
+) -> dict:
     if model in DENSE:
         heads = DENSE[model]
         tensor = d.pick({1: 0.35, 2: 0.3, 4: 0.25, 8: 0.08, 16: 0.02 if heads >= 64 else 0})
+        if hardware == "b60":
+            tensor = min(tensor, 4)
         par: dict = {"tensor": tensor}
         if d.chance(0.15):
             par["attention_data"] = 2
@@ -355,6 +403,7 @@ def _worker(
     d: _Draw,
     tags: list[str],
     model: str,
+    hardware: str,
     backend: str,
     timing_kind: str,
     wl: _Workload,
@@ -362,7 +411,7 @@ def _worker(
     no_chunk: bool,
     nextn: int,
 ) -> dict:
-    par = _parallelism(d, tags, model, timing_kind, role)
+    par = _parallelism(d, tags, model, hardware, timing_kind, role)
     worker: dict = {"parallelism": par}
     # scheduler: token budget, running-request limit, vLLM prefill interval
     sched: dict = {}
@@ -393,7 +442,7 @@ def _worker(
         sched["prefill_schedule_interval"] = d.pick({2: 0.7, 3: 0.3})
         tags.append("psi>1")
     worker["scheduler"] = sched
-    worker["kv_cache"] = _kv_cache(d, tags, model, backend, par, wl, sched, role, nextn)
+    worker["kv_cache"] = _kv_cache(d, tags, model, hardware, backend, par, wl, sched, role, nextn)
     worker["timing"] = _timing(d, timing_kind)
     if d.chance(0.05):
         worker["startup_seconds"] = d.one([0.5, 2.0])
@@ -405,6 +454,7 @@ def _kv_cache(
     d: _Draw,
     tags: list[str],
     model: str,
+    hardware: str,
     backend: str,
     par: dict,
     wl: _Workload,
@@ -422,7 +472,8 @@ def _kv_cache(
         kv["prefix_caching"] = False
         tags.append("prefix-off")
     gpus = par.get("tensor", 1) * par.get("attention_data", 1)
-    can_default = gpus >= MIN_GPUS_DEFAULT_CAPACITY.get(model, 1)
+    fewest = min_gpus_default_capacity(model, hardware)
+    can_default = gpus >= fewest
     # aisim refuses the memory model's capacity under MTP; a few cases keep that refusal checked
     default = (0.02 if nextn else 0.15) if can_default else 0
     pressure = d.pick(
@@ -432,7 +483,7 @@ def _kv_cache(
     if pressure == "default":
         cap: dict = {"type": "default"}
         # a smaller fraction leaves the big models on their fewest GPUs no KV budget at all
-        roomy = gpus >= 2 * MIN_GPUS_DEFAULT_CAPACITY.get(model, 1)
+        roomy = gpus >= 2 * fewest
         if roomy and d.chance(0.3):
             cap["memory_fraction"] = d.one([0.5, 0.8, 0.95])
         kv["capacity"] = cap
@@ -481,10 +532,11 @@ def _timing(d: _Draw, kind: str) -> dict:
         return {"type": "default"}
     if kind == "polynomial":
         return {"type": "polynomial"}
+    # a zero time now and then: passes that end as they start have their own order (rules 9.2)
     return {
         "type": "fixed",
-        "prefill_ms": d.one([1, 2.5, 7, 7.3, 10, 15]),
-        "decode_ms": d.one([0.5, 1, 1.7, 2, 3]),
+        "prefill_ms": d.one([0, 1, 2.5, 7, 7.3, 10, 15]),
+        "decode_ms": d.one([0, 0.5, 1, 1.7, 2, 3]),
     }
 
 

@@ -75,7 +75,11 @@ CASES: list[tuple[str, list[str], str, str]] = [
     # engine
     ("model-missing", ["engine.model=null"], "engine.model", "must be a non-empty string"),
     ("hardware-auto", ["engine.hardware=auto"], "engine.hardware", "recommend"),
-    ("hardware-unknown", ["engine.hardware=h100_sxm"], "engine.hardware", "unknown hardware, got 'h100_sxm'"),  # aisim only
+    ("hardware-unknown", ["engine.hardware=h300_sxm"], "engine.hardware", "unknown hardware, got 'h300_sxm'; did you mean 'h200_sxm'?"),
+    ("hardware-without-database", ["engine.hardware=l4"], "engine.hardware", "ships no performance database for this system, got 'l4'; use one of: a100_sxm, b200_sxm"),
+    ("hardware-without-backend", ["engine.hardware=b60", "engine.backend=trtllm"], "engine.backend", "no performance database for this backend on 'b60', got 'trtllm'; use vllm there"),
+    ("backend-version-a100-next", ["engine.hardware=a100_sxm", "engine.backend_version=next"], "engine.backend_version", "use current = 0.14.0, the alias 'current', or null"),
+    ("backend-version-b60-next", ["engine.hardware=b60", "engine.backend_version=next"], "engine.backend_version", "use current = 0.28.0, previous = 0.26.0"),
     ("backend-version-unknown", ["engine.backend_version=9.9.9"], "engine.backend_version", "use current = 0.24.0, next = 0.31.0"),  # aisim only
     # AISimulate 0.13 has data for these but refuses them as versions under op-level timing; under
     # the fixed timing here it takes any string, aisim refuses them (docs/rules.md 3.4)

@@ -531,3 +531,22 @@ def test_cli_build_and_inspect(tree, tmp_path):
 
 
 # ----------------------------------------------------------------------------- committed data
+
+
+def test_attention_tables_without_window_size_hold_full_attention(tree, built, tmp_path):
+    """Older silicon tables (a100_sxm's) predate the sliding-window sweep and have no
+    window_size column: their rows are full attention, window 0, and price as before."""
+    import shutil
+
+    old = tmp_path / "silicon"
+    shutil.copytree(tree, old)
+    for path in (old / HW / "attention").rglob("*_attention_perf.parquet"):
+        table = pq.read_table(path)
+        pq.write_table(table.drop(["window_size"]), path)
+    out = tmp_path / "optables"
+    build_optables(old, HW, out, (("vllm", "0.24.0"),))
+    for fam in ("context_attention", "generation_attention"):
+        without = _rows(load_optable(HW, "vllm", "0.24.0", root=out), fam)
+        with_column = _rows(load_optable(HW, "vllm", "0.24.0", root=built), fam)
+        assert without == with_column
+        assert {r["window_size"] for r in without} == {0}

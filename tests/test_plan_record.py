@@ -68,6 +68,10 @@ def test_cache_key_covers_every_plan_source() -> None:
 def test_hardware_comes_from_the_config() -> None:
     spec = _spec("dense-vllm-c64-r256")
     assert spec.hardware == "b200_sxm"
-    other = dataclasses.replace(spec, hardware="h100_sxm")
-    with pytest.raises(OpTableError, match="h100_sxm"):
-        provider.plan_for(other, "test")
+    import pickle
+
+    b200 = pickle.dumps(provider.plan_for(spec, "test"))
+    h100 = pickle.dumps(provider.plan_for(dataclasses.replace(spec, hardware="h100_sxm"), "test"))
+    assert b200 != h100  # h100_sxm's own tables and constants
+    with pytest.raises(OpTableError, match="h300_sxm"):
+        provider.plan_for(dataclasses.replace(spec, hardware="h300_sxm"), "test")

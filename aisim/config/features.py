@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from aisim.config.estimator import is_default_estimator_config, is_packaged_systems_root
-from aisim.config.registry import PRICED_BACKEND_VERSIONS
+from aisim.config.registry import priced_versions
 from aisim.config.schema import (
     Config,
     DefaultCapacity,
@@ -162,7 +162,7 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         yield "images", "engine.workers.encoder", "an encoder worker (EPD)"
     version = eng.backend_version
     op_level = any(isinstance(w.timing, DefaultTiming) for w in eng.workers.values())
-    priced = PRICED_BACKEND_VERSIONS.get(eng.backend)
+    priced = priced_versions(eng.hardware, eng.backend)
     if op_level and version is not None and priced and version not in priced:
         what = f"{eng.backend} {version} (AISimulate's 'next' version) under op-level timing"
         yield "backend_version", "engine.backend_version", what

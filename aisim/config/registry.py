@@ -60,31 +60,54 @@ WILDCARD = "*"
 RECOMMEND_ONLY_LOADS = frozenset({KVCapacityFractionLoad.TYPE})
 """Load types that only AISimulate's ``recommend`` command understands."""
 
-KNOWN_HARDWARE = ("b200_sxm",)
-"""Hardware names aisim has performance data and memory facts for."""
+_FLEET_SLOTS = {
+    "vllm": {"current": "0.24.0", "next": "0.31.0"},
+    "trtllm": {"current": "1.3.0rc20", "next": "1.3.0rc23"},
+    "sglang": {"current": "0.5.14", "next": "0.5.20"},
+}
 
 BACKEND_VERSION_SLOTS: dict[str, dict[str, dict[str, str]]] = {
-    "b200_sxm": {
-        "vllm": {"current": "0.24.0", "next": "0.31.0"},
-        "trtllm": {"current": "1.3.0rc20", "next": "1.3.0rc23"},
-        "sglang": {"current": "0.5.14", "next": "0.5.20"},
+    "a100_sxm": {
+        "vllm": {"current": "0.14.0"},
+        "trtllm": {"current": "1.0.0"},
+        "sglang": {"current": "0.5.10"},
     },
+    "b200_sxm": _FLEET_SLOTS,
+    "b300_sxm": _FLEET_SLOTS,
+    "b60": {"vllm": {"current": "0.28.0", "previous": "0.26.0"}},
+    "gb200": _FLEET_SLOTS,
+    "gb300": _FLEET_SLOTS,
+    "h100_sxm": _FLEET_SLOTS,
+    "h200_sxm": _FLEET_SLOTS,
+    "l40s": _FLEET_SLOTS,
+    "rtx_pro_6000_server": _FLEET_SLOTS,
 }
 """The backend versions AISimulate 0.13 answers for, per hardware and backend: its queryable
-slots. `current` is the version its maintainers last completed (no `previous` is set on
-b200_sxm); `next` is derived, the highest newer version that holds performance data on any of
-the systems following the common defaults (b200_sxm itself has no vLLM 0.31.0 data: such a
-query is served from older tables). `backend_version` takes one of the slot versions or the
-alias 'current' / 'next'; null means current. Any other version (0.25.0, 0.27.1, 1.3.0rc11, ...)
-AISimulate refuses under op-level timing, and aisim refuses it under every timing (it is
-accepted by AISimulate under fixed timing only because nothing reads it there; docs/rules.md 3.4).
+slots (its systems/query_versions.yaml). `current` is the version its maintainers last
+completed; `previous` the one before (only b60 has one); `next` is derived, the highest newer
+version that holds performance data on any of the systems following the common defaults (a
+system without that version's data is served from older tables; a100_sxm and b60 set their own
+versions and have no `next`). `backend_version` takes one of the slot versions or the alias
+'current' / 'previous' / 'next'; null means current. Any other version (0.25.0, 0.27.1,
+1.3.0rc11, ...) AISimulate refuses, and so does aisim (docs/rules.md 3.4). A backend a system
+has no slots for (TRT-LLM on b60) has no performance database there and is refused under
+every timing, as AISimulate does.
 """
 
-PRICED_BACKEND_VERSIONS: dict[str, tuple[str, ...]] = {
-    "vllm": ("0.24.0",),
-    "trtllm": ("1.3.0rc20",),
-}
-"""Versions aisim has compiled op-time tables for (op-level timing prices only these)."""
+KNOWN_HARDWARE = tuple(sorted(BACKEND_VERSION_SLOTS))
+"""Hardware names aisim has performance data and memory facts for (every GPU with silicon
+tables in the AISimulate 0.13 wheel)."""
+
+UNPRICED_HARDWARE = ("a100_pcie", "a30", "h100_pcie", "l4")
+"""Systems AISimulate 0.13 describes but ships no performance database for: refused."""
+
+
+def priced_versions(hardware: str, backend: str) -> tuple[str, ...]:
+    """Versions aisim has compiled op-time tables for (op-level timing prices only these):
+    every slot of the hardware's backend but `next`."""
+    slots = BACKEND_VERSION_SLOTS.get(hardware, {}).get(backend, {})
+    return tuple(v for name, v in slots.items() if name != "next")
+
 
 DEFAULT_BLOCK_SIZE = {"vllm": 64, "trtllm": 32, "sglang": 1}
 """``kv_cache.block_size`` when not given, per backend."""

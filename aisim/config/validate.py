@@ -409,6 +409,13 @@ def _check_hardware(value: str, path: str) -> None:
             value,
             f"name a system, e.g. {reg.KNOWN_HARDWARE[0]!r}",
         )
+    if value in reg.UNPRICED_HARDWARE:
+        raise Invalid(
+            path,
+            "AISimulate 0.13 ships no performance database for this system",
+            value,
+            f"use one of: {', '.join(reg.KNOWN_HARDWARE)}",
+        )
     if value not in reg.KNOWN_HARDWARE:
         near = suggest(value, reg.KNOWN_HARDWARE)
         hint = f"did you mean {near!r}? " if near else ""
@@ -421,7 +428,15 @@ def _backend_version(v: dict[str, Any], path: str) -> str | None:
     """The concrete version asked for (an alias resolved), or None for the current one."""
     slots = reg.BACKEND_VERSION_SLOTS.get(v["hardware"], {}).get(v["backend"])
     version = v["backend_version"]
-    if version is None or not slots:
+    if not slots:
+        served = sorted(reg.BACKEND_VERSION_SLOTS.get(v["hardware"], {}))
+        raise Invalid(
+            join(path.rsplit(".", 1)[0], "backend"),
+            f"AISimulate 0.13 has no performance database for this backend on {v['hardware']!r}",
+            v["backend"],
+            f"use {' or '.join(served)} there",
+        )
+    if version is None:
         return version
     if version in slots:
         return slots[version]
@@ -433,7 +448,7 @@ def _backend_version(v: dict[str, Any], path: str) -> str | None:
         f"is not a version AISimulate 0.13 accepts for backend {v['backend']!r} on "
         f"{v['hardware']!r}",
         version,
-        f"use {accepted}, the alias 'current' / 'next', or null for current",
+        f"use {accepted}, the alias {' / '.join(repr(n) for n in slots)}, or null for current",
     )
 
 

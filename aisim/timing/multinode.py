@@ -30,6 +30,13 @@ def group_scale(num_gpus: int, measured_max: int, system: GpuSystem) -> float:
     """Latency multiplier from the largest measured group to `num_gpus` GPUs (1 when measured)."""
     if num_gpus <= measured_max:
         return 1.0
+    if system.collectives != "nccl":
+        # AISimulate prices such a group from the system's oneCCL tables (b60), not by this rule
+        raise NotAvailableError(
+            f"a {num_gpus}-GPU communication group on {system.hardware} is larger than every "
+            f"measured one ({measured_max}) and would be priced from its {system.collectives} "
+            f"tables, which aisim does not read; use groups of at most {measured_max} GPUs"
+        )
     per_node = system.gpus_per_node
     if per_node is None:
         raise NotAvailableError(

@@ -17,9 +17,14 @@ from aisim.timing.plan_record import Deployment, unpriced_plan
 DEFAULT_VERSIONS = {"vllm": "0.24.0", "trtllm": "1.3.0rc20"}
 
 
-def data_version(backend: str, requested: str | None) -> str:
-    """null backend_version = the newest database version for the backend (AISimulate)."""
-    return requested or DEFAULT_VERSIONS[backend]
+def data_version(backend: str, requested: str | None, hardware: str | None = None) -> str:
+    """null backend_version = the hardware's current version for the backend (AISimulate)."""
+    from aisim.config.registry import BACKEND_VERSION_SLOTS
+
+    if requested:
+        return requested
+    slots = BACKEND_VERSION_SLOTS.get(hardware or "", {}).get(backend)
+    return slots["current"] if slots else DEFAULT_VERSIONS[backend]
 
 
 def hardware_of(spec, where: str) -> str:
@@ -31,7 +36,7 @@ def hardware_of(spec, where: str) -> str:
 
 def deployment_of(spec) -> Deployment:
     """The plan-relevant part of the spec (a dense plan ignores the MoE parallelism)."""
-    version = data_version(spec.backend, spec.backend_version)
+    version = data_version(spec.backend, spec.backend_version, spec.hardware)
     if not is_moe_model(spec.model):
         return Deployment(
             spec.backend,
@@ -103,8 +108,6 @@ def plan_for(spec, where: str):
     try:
         plan = build_plan(model, tables, system, deployment)
     except AisimError as exc:
-        if not is_moe_model(model):
-            raise
         raise type(exc)(f"{where}.timing: {exc}") from None
     store(path, plan)
     return plan
@@ -126,7 +129,7 @@ def plan_unless_unpriced(spec, where: str, rejects_all):
 def provenance(spec) -> dict:
     return {
         "data_identity": None,
-        "data_version": data_version(spec.backend, spec.backend_version),
+        "data_version": data_version(spec.backend, spec.backend_version, spec.hardware),
         "data_version_unavailable_reason": None,
         "estimator": "op_level",
         "timing_source": "aic",

@@ -41,6 +41,8 @@ class GpuSystem:
     flops: dict  # the gpu block's *_flops entries, FLOP/s
     gpus_per_rack: int | None = None  # None: no rack tier (every multi-node group is inter-node)
     inter_rack_bw: float | None = None  # bytes/s between racks; None: the inter-node bandwidth
+    hardware: str = ""  # the system's name (for messages)
+    collectives: str = "nccl"  # the collective library its multi-node curves come from
 
     @classmethod
     def from_dict(cls, system: dict) -> GpuSystem:
@@ -58,6 +60,8 @@ class GpuSystem:
             gpus_per_rack=None if per_rack is None else int(per_rack),
             inter_rack_bw=None if rack_bw is None else float(rack_bw),
             flops={k: float(v) for k, v in gpu.items() if k.endswith("_flops")},
+            hardware=str(system.get("hardware", "")),
+            collectives="oneccl" if "oneccl_version" in system.get("misc", {}) else "nccl",
         )
 
     def group_bw(self, num_gpus: int) -> float:
