@@ -15,8 +15,10 @@ per-op evaluation, `static_phase_diagnostics`, on DeepSeek-V3 and Qwen3 MoE; see
     over the t GPUs of one attention-TP group: the custom-allreduce curve at num_gpus = t;
   * vLLM dispatch (combine): a custom allreduce of tokens x hidden over all G GPUs PLUS the NCCL
     all_gather (reduce_scatter) of tokens x hidden x D over the G GPUs, as at attention-DP alone;
-  * TRT-LLM dispatch (combine): the NCCL all_gather (reduce_scatter) alone, as at attention-DP
-    alone (fp8 gathers at half the message); no allreduce.
+  * TRT-LLM dispatch (combine) on an SM 100 GPU: the NCCL all_gather (reduce_scatter) alone, as
+    at attention-DP alone (fp8 gathers at half the message); no allreduce. On any other GPU: the
+    custom allreduce of tokens x hidden over all G GPUs alone, pre and post (AISimulate checks
+    attention-TP first there; found on h100 / h200 / b300 / a100 Qwen3-235B TP2 x DP4).
 
 The plan has one allreduce curve (read by OP_ALLREDUCE over PassScalars.allreduce_gpus), which
 then must be the t-GPU curve, while vLLM's dispatch needs the G-GPU one too. Both dispatch terms
@@ -51,6 +53,13 @@ def dispatch_curves(
     tables: Tables, backend: str, t: int, adp: int, num_gpus: int, where: str, system: GpuSystem
 ) -> DispatchCurves:
     """The curves of tensor t x attention_data adp over a `num_gpus` MoE group."""
+    if backend == "trtllm" and t > 1 and adp > 1 and not trtllm_gathers(system):
+        # the custom allreduce of tokens x hidden over the whole group, pre and post, stored
+        # as the NCCL curves over their variable e = tokens x hidden x adp (the allreduce at
+        # e / adp; the proportional hold beyond the curve reads the same)
+        moe_ar = allreduce_curve(tables, num_gpus, system)
+        over_e = Curve(moe_ar.x * adp, moe_ar.y, moe_ar.en)
+        return DispatchCurves(allreduce_curve(tables, t, system), over_e, over_e, False)
     if t > 1 and adp > 1:
         return _tp_dp_curves(tables, backend, t, adp, num_gpus, where, system)
     ar = allreduce_curve(tables, num_gpus, system) if t > 1 else absent_curve()
@@ -59,6 +68,14 @@ def dispatch_curves(
         ag = nccl_curve(tables, "all_gather", num_gpus, where, system)
         rs = nccl_curve(tables, "reduce_scatter", num_gpus, where, system)
     return DispatchCurves(ar, ag, rs, with_allreduce=t > 1)
+
+
+def trtllm_gathers(system: GpuSystem) -> bool:
+    """TRT-LLM's MoE dispatch on an SM 100 GPU (b200_sxm, gb200): the NCCL all_gather /
+    reduce_scatter whenever attention is data-parallel, fp8 inputs gathered at half the
+    message. Every other GPU (SM 90, 103, 120, ...) takes the custom allreduce over the group
+    when attention is also tensor-parallel, and gathers at the full bf16 message."""
+    return system.sm_version == 100
 
 
 def _tp_dp_curves(

@@ -42,6 +42,7 @@ class GpuSystem:
     gpus_per_rack: int | None = None  # None: no rack tier (every multi-node group is inter-node)
     inter_rack_bw: float | None = None  # bytes/s between racks; None: the inter-node bandwidth
     hardware: str = ""  # the system's name (for messages)
+    sm_version: int | None = None  # the gpu block's compute capability x 10 (None: not given)
     collectives: str = "nccl"  # the collective library its multi-node curves come from
 
     @classmethod
@@ -61,6 +62,7 @@ class GpuSystem:
             inter_rack_bw=None if rack_bw is None else float(rack_bw),
             flops={k: float(v) for k, v in gpu.items() if k.endswith("_flops")},
             hardware=str(system.get("hardware", "")),
+            sm_version=None if gpu.get("sm_version") is None else int(gpu["sm_version"]),
             collectives="oneccl" if "oneccl_version" in system.get("misc", {}) else "nccl",
         )
 
