@@ -117,6 +117,13 @@ def _finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
 
 
 @kernel
+def _end_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
+    """`_finish_pass` out of line, for a pass of zero duration (rare): one inlined copy in the
+    event loop keeps its compile size."""
+    _finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms)
+
+
+@kernel
 def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog):
     """Advance the whole simulation. Returns (RunResult code, detail index)."""
     n_req = req.prompt_len.shape[0]
@@ -175,23 +182,42 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
             req.status[routed] = ReqStatus.WAITING
             queues.push_waiting_back(req, ranks, r, routed)
             routed += 1
-        # --- start passes on idle, ready workers with work
+        # --- start passes on idle, ready workers with work. A pass of zero duration ends as it
+        # starts and the worker is driven again at once, before the requests it completed are
+        # replaced (their replacements are routed in the next round at t, docs/rules.md 1.3)
         for w in range(n_workers):
-            if workers.busy[w] or workers.ready_ms[w] > t:
-                continue
-            if not worker_has_work(p, ranks, w):
-                continue
-            flags = _start_pass(
-                p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w, t
-            )
-            if stats.counters[CNT_BROKEN] != 0:
-                return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
-            if flags & SCHED_TRT_PREEMPT:
-                return RunResult.TRT_PREEMPTION, w
-            if flags & SCHED_LOG_FULL:
-                return RunResult.LOG_FULL, w
-            if flags & (1 << 8):
-                return RunResult.STALLED, w
+            while not workers.busy[w] and workers.ready_ms[w] <= t:
+                if not worker_has_work(p, ranks, w):
+                    break
+                flags = _start_pass(
+                    p,
+                    req,
+                    ranks,
+                    blocks,
+                    workers,
+                    stats,
+                    log,
+                    pfx_hash,
+                    plan,
+                    memo,
+                    mtp,
+                    plog,
+                    w,
+                    t,
+                )
+                if stats.counters[CNT_BROKEN] != 0:
+                    return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
+                if flags & SCHED_TRT_PREEMPT:
+                    return RunResult.TRT_PREEMPTION, w
+                if flags & SCHED_LOG_FULL:
+                    return RunResult.LOG_FULL, w
+                if flags & (1 << 8):
+                    return RunResult.STALLED, w
+                if workers.pass_end_ms[w] > t:
+                    break
+                _end_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, np.int64(w), t)
+                if stats.counters[CNT_BROKEN] != 0:
+                    return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
         if leaps:
             a = np.inf
             if routed < stats.counters[CNT_SPAWNED]:
