@@ -20,6 +20,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
+from aisim.config.registry import current_version
+
 SPACE_VERSION = "6"
 """Bump when the sampler changes, so a resumed output folder is not silently mixed."""
 
@@ -68,7 +70,6 @@ MOE_SPLITS = {
         (4, 2, 1, 8, 1),
     ],
 }
-# GPUs a worker needs before the memory model can fit the weights (default KV capacity)
 # the GPUs with silicon tables: b200_sxm half the time, the others share the rest
 HARDWARE = {
     "b200_sxm": 0.5,
@@ -82,14 +83,13 @@ HARDWARE = {
     "rtx_pro_6000_server": 0.03,
     "b60": 0.04,
 }
-# each GPU's current versions (AISimulate's slots; a100_sxm and b60 set their own)
-CURRENT = {"a100_sxm": {"vllm": "0.14.0", "trtllm": "1.0.0"}, "b60": {"vllm": "0.28.0"}}
 FP8_BLOCK_GPUS = ("b200_sxm", "b300_sxm", "gb200", "gb300", "h100_sxm", "h200_sxm")
 """GPUs whose tables hold fp8_block GEMMs and the DeepSeek attention modules."""
 GPU_MEMORY_GB = {
     "b200_sxm": 192, "b300_sxm": 288, "gb200": 192, "gb300": 288, "h100_sxm": 80,
     "h200_sxm": 141, "a100_sxm": 80, "l40s": 48, "rtx_pro_6000_server": 96, "b60": 24,
 }  # fmt: skip
+# for the memory model's capacity: GPUs a worker needs before the weights fit
 WEIGHTS_GB = {
     "Qwen/Qwen3-0.6B": 1.2, "Qwen/Qwen3-8B": 16.4, "Qwen/Qwen3-32B": 65.5,
     "Qwen/Qwen3-30B-A3B": 61, "Qwen/Qwen3-235B-A22B": 470, "deepseek-ai/DeepSeek-V3": 690,
@@ -190,8 +190,7 @@ def sample_case(seed: int, index: int) -> Case:
     tags.append("hw:" + hardware)
     engine: dict = {"mode": mode, "model": model, "hardware": hardware, "backend": backend}
     if d.chance(0.3):
-        default = "0.24.0" if backend == "vllm" else "1.3.0rc20"
-        engine["backend_version"] = CURRENT.get(hardware, {}).get(backend, default)
+        engine["backend_version"] = current_version(hardware, backend)
     if timing_kind == "op":
         if d.chance(0.15 if not moe else 0.0):  # MoE in SOL mode: not claimed
             engine["database_mode"] = "SOL"

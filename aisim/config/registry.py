@@ -102,6 +102,13 @@ UNPRICED_HARDWARE = ("a100_pcie", "a30", "h100_pcie", "l4")
 """Systems AISimulate 0.13 describes but ships no performance database for: refused."""
 
 
+def current_version(hardware: str | None, backend: str) -> str:
+    """The version null `backend_version` means: the hardware's `current` slot (the common
+    default when the hardware is not named or has no slots for the backend)."""
+    slots = BACKEND_VERSION_SLOTS.get(hardware or "", {}).get(backend) or _FLEET_SLOTS[backend]
+    return slots["current"]
+
+
 def priced_versions(hardware: str, backend: str) -> tuple[str, ...]:
     """Versions aisim has compiled op-time tables for (op-level timing prices only these):
     every slot of the hardware's backend but `next`."""

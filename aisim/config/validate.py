@@ -424,18 +424,21 @@ def _check_hardware(value: str, path: str) -> None:
         )
 
 
-def _backend_version(v: dict[str, Any], path: str) -> str | None:
-    """The concrete version asked for (an alias resolved), or None for the current one."""
-    slots = reg.BACKEND_VERSION_SLOTS.get(v["hardware"], {}).get(v["backend"])
-    version = v["backend_version"]
-    if not slots:
-        served = sorted(reg.BACKEND_VERSION_SLOTS.get(v["hardware"], {}))
+def _check_backend(v: dict[str, Any], path: str) -> None:
+    served = reg.BACKEND_VERSION_SLOTS[v["hardware"]]
+    if v["backend"] not in served:
         raise Invalid(
-            join(path.rsplit(".", 1)[0], "backend"),
+            path,
             f"AISimulate 0.13 has no performance database for this backend on {v['hardware']!r}",
             v["backend"],
-            f"use {' or '.join(served)} there",
+            f"use {' or '.join(sorted(served))} there",
         )
+
+
+def _backend_version(v: dict[str, Any], path: str) -> str | None:
+    """The concrete version asked for (an alias resolved), or None for the current one."""
+    slots = reg.BACKEND_VERSION_SLOTS[v["hardware"]][v["backend"]]
+    version = v["backend_version"]
     if version is None:
         return version
     if version in slots:
@@ -455,6 +458,7 @@ def _backend_version(v: dict[str, Any], path: str) -> str | None:
 @hook(Engine)
 def _engine(v: dict[str, Any], raw: Mapping[str, Any], path: str, ctx: Ctx) -> None:
     _check_hardware(v["hardware"], join(path, "hardware"))
+    _check_backend(v, join(path, "backend"))
     v["backend_version"] = _backend_version(v, join(path, "backend_version"))
     check_transfer_policy(v["transfer_policy"], join(path, "transfer_policy"))
     one, many = v["systems_path"], v["systems_paths"]

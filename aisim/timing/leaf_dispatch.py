@@ -53,13 +53,6 @@ def dispatch_curves(
     tables: Tables, backend: str, t: int, adp: int, num_gpus: int, where: str, system: GpuSystem
 ) -> DispatchCurves:
     """The curves of tensor t x attention_data adp over a `num_gpus` MoE group."""
-    if backend == "trtllm" and t > 1 and adp > 1 and not trtllm_gathers(system):
-        # the custom allreduce of tokens x hidden over the whole group, pre and post, stored
-        # as the NCCL curves over their variable e = tokens x hidden x adp (the allreduce at
-        # e / adp; the proportional hold beyond the curve reads the same)
-        moe_ar = allreduce_curve(tables, num_gpus, system)
-        over_e = Curve(moe_ar.x * adp, moe_ar.y, moe_ar.en)
-        return DispatchCurves(allreduce_curve(tables, t, system), over_e, over_e, False)
     if t > 1 and adp > 1:
         return _tp_dp_curves(tables, backend, t, adp, num_gpus, where, system)
     ar = allreduce_curve(tables, num_gpus, system) if t > 1 else absent_curve()
@@ -82,6 +75,13 @@ def _tp_dp_curves(
     tables: Tables, backend: str, t: int, adp: int, num_gpus: int, where: str, system: GpuSystem
 ) -> DispatchCurves:
     ar = allreduce_curve(tables, t, system)
+    if backend == "trtllm" and not trtllm_gathers(system):
+        # the custom allreduce of tokens x hidden over the whole group, pre and post, stored
+        # as the NCCL curves over their variable e = tokens x hidden x adp (the allreduce at
+        # e / adp; the proportional hold beyond the curve reads the same)
+        moe_ar = allreduce_curve(tables, num_gpus, system)
+        over_e = Curve(moe_ar.x * adp, moe_ar.y, moe_ar.en)
+        return DispatchCurves(ar, over_e, over_e, with_allreduce=False)
     ag = nccl_curve(tables, "all_gather", num_gpus, where, system)
     rs = nccl_curve(tables, "reduce_scatter", num_gpus, where, system)
     if backend == "vllm":

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 
+from aisim.config.registry import current_version
 from aisim.errors import AisimError, NotAvailableError, OpTableError
 
 # at import: a run's wall_time_ms excludes loading the plan builders
@@ -14,17 +15,10 @@ from aisim.timing.families import build_plan, check_priced, is_moe_model, table_
 from aisim.timing.plan_cache import cache_path, load, store
 from aisim.timing.plan_record import Deployment, unpriced_plan
 
-DEFAULT_VERSIONS = {"vllm": "0.24.0", "trtllm": "1.3.0rc20"}
-
 
 def data_version(backend: str, requested: str | None, hardware: str | None = None) -> str:
     """null backend_version = the hardware's current version for the backend (AISimulate)."""
-    from aisim.config.registry import BACKEND_VERSION_SLOTS
-
-    if requested:
-        return requested
-    slots = BACKEND_VERSION_SLOTS.get(hardware or "", {}).get(backend)
-    return slots["current"] if slots else DEFAULT_VERSIONS[backend]
+    return requested or current_version(hardware, backend)
 
 
 def hardware_of(spec, where: str) -> str:
