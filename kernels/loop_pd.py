@@ -72,44 +72,28 @@ def _fifo_pop(link, heads, tails, k):
 
 
 @helper
-def _insert_by_reservation(pd, req, w, q):
-    """Defer q's activation on decode worker w. Deferred activations are applied in
-    reservation order, not transfer completion order (observed with mixed prompt lengths:
-    a short prompt reserved after a long one finishes its transfer first but still joins the
-    waiting queue after it)."""
-    _insert_reserved(pd.dlink, pd.dact_head, pd.dact_tail, w, q, pd.reserve_seq, req)
-
-
-@helper
 def _queue_by_reservation(pd, req, ranks, r, q):
-    """Put activated q in decode rank r's waiting queue. Recomputes after preemption stay in
-    front; the activated requests behind them wait in reservation order, not activation order
-    (observed on both backends: a request reserved earlier but transferred later is still
-    admitted first, as if it had held its place in the queue since its reservation)."""
-    t = ranks.wait_tail[r]
-    if t < 0 or req.num_admissions[t] > 0 or pd.reserve_seq[t] < pd.reserve_seq[q]:
+    """Put activated q in decode rank r's waiting queue, before the first entry reserved after
+    it (observed on both backends: a request reserved earlier but transferred later is still
+    admitted first, as if it had held its place since its reservation; a recompute keeps the
+    front only ahead of requests reserved after it, tests/golden/difftest-pd-activation-ahead-
+    of-later-recompute). Deferred activations are applied in transfer completion order, so
+    that order decides whose prompt blocks are cached first (tests/golden/
+    difftest-pd-deferred-activation-cache-order)."""
+    prev = -1
+    nxt = ranks.wait_head[r]
+    while nxt >= 0 and pd.reserve_seq[nxt] < pd.reserve_seq[q]:
+        prev = nxt
+        nxt = req.wait_next[nxt]
+    if nxt < 0:
         queues.push_waiting_back(req, ranks, r, q)
         return
-    _insert_reserved(req.wait_next, ranks.wait_head, ranks.wait_tail, r, q, pd.reserve_seq, req)
-    ranks.wait_len[r] += 1
-
-
-@helper
-def _insert_reserved(link, head, tail, k, q, reserve_seq, req):
-    """Insert q into linked list k (`link` next pointers, `head` / `tail` per list) behind
-    every entry admitted before (a recompute) or reserved before q."""
-    prev = -1
-    nxt = head[k]
-    while nxt >= 0 and (req.num_admissions[nxt] > 0 or reserve_seq[nxt] < reserve_seq[q]):
-        prev = nxt
-        nxt = link[nxt]
-    link[q] = nxt
+    req.wait_next[q] = nxt
     if prev >= 0:
-        link[prev] = q
+        req.wait_next[prev] = q
     else:
-        head[k] = q
-    if nxt < 0:
-        tail[k] = q
+        ranks.wait_head[r] = q
+    ranks.wait_len[r] += 1
 
 
 @helper
@@ -401,7 +385,7 @@ def _execute_actions(
         elif kind == PDAction.ACTIVATE:
             w = req_d.rank[q] // params_d.dp_size
             if workers_d.busy[w]:
-                _insert_by_reservation(pd, req_d, w, q)
+                _fifo_push(pd.dlink, pd.dact_head, pd.dact_tail, w, q)
             else:
                 _apply_activation(pd, params_d, req_d, ranks_d, blocks_d, dd_hash, q, t_ms)
         else:
