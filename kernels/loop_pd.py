@@ -74,12 +74,10 @@ def _fifo_pop(link, heads, tails, k):
 @helper
 def _queue_by_reservation(pd, req, ranks, r, q):
     """Put activated q in decode rank r's waiting queue, before the first entry reserved after
-    it (observed on both backends: a request reserved earlier but transferred later is still
-    admitted first, as if it had held its place since its reservation; a recompute keeps the
-    front only ahead of requests reserved after it, tests/golden/difftest-pd-activation-ahead-
-    of-later-recompute). Deferred activations are applied in transfer completion order, so
-    that order decides whose prompt blocks are cached first (tests/golden/
-    difftest-pd-deferred-activation-cache-order)."""
+    it, a recompute included (observed on both backends: a request reserved earlier but
+    transferred later is still admitted first; a recompute stays ahead only of requests
+    reserved after it). The queue is not sorted (recomputes return to its front), so the scan
+    starts at the head; it runs once per activation, not per pass."""
     prev = -1
     nxt = ranks.wait_head[r]
     while nxt >= 0 and pd.reserve_seq[nxt] < pd.reserve_seq[q]:
@@ -385,6 +383,8 @@ def _execute_actions(
         elif kind == PDAction.ACTIVATE:
             w = req_d.rank[q] // params_d.dp_size
             if workers_d.busy[w]:
+                # applied at the pass end in this (transfer completion) order: it decides whose
+                # prompt blocks are cached first, so which copy of a shared prefix later probes take
                 _fifo_push(pd.dlink, pd.dact_head, pd.dact_tail, w, q)
             else:
                 _apply_activation(pd, params_d, req_d, ranks_d, blocks_d, dd_hash, q, t_ms)
