@@ -344,7 +344,23 @@ def validate(config_path: str, overrides: tuple[str, ...]) -> None:
         if reason:
             # the run's own outcome (AISimulate's too): predict writes its outputs, exits 1
             raise NoRequestsCompleted(f"{config_path}: no request can complete: {reason}")
+    for spec in specs:
+        if spec.timing == "op_level":  # a table miss is refused here as predict refuses it
+            _check_priced(cfg, spec, specs[0])
     click.echo(f"{config_path}: ok")
+
+
+def _check_priced(cfg, spec, first) -> None:
+    """The op plan predict would build for the spec's pool (its tables, its op families)."""
+    from aisim.engine.bounds import rejected_at_admission
+    from aisim.engine.pd import role_traffic
+    from aisim.timing.provider import plan_unless_unpriced
+
+    def rejects_all():  # as predict decides it: on the traffic of the first pool
+        prompts = role_traffic(first).prompt_len
+        return bool(rejected_at_admission(first, prompts).all())
+
+    plan_unless_unpriced(spec, f"{cfg.source_path}: engine.workers.{spec.role}", rejects_all)
 
 
 def _note_cold_cache() -> None:

@@ -134,6 +134,19 @@ def test_missing_slice_is_named(tmp_path: Path) -> None:
     assert "Traceback" not in text and len(text.splitlines()) == 1
 
 
+def test_validate_refuses_the_missing_slice_predict_refuses(tmp_path: Path) -> None:
+    """validate builds the op plan predict would build: a table miss is not an "ok"."""
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(CONFIG.replace("enable_shared_layer: true", "enable_shared_layer: false"))
+    lines = []
+    for command in (["validate"], ["predict", "-o", str(tmp_path / "out")]):
+        res = CliRunner().invoke(main, [*command, "-c", str(cfg)])
+        assert res.exit_code == 2, res.output
+        lines.append(res.output.strip())
+    assert lines[0] == lines[1] and "fp8_block" in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
 def test_unsupported_combination_is_named(tmp_path: Path) -> None:
     """A MoE group of 12 GPUs (attention_data 12 x moe_expert 12, across two nodes): the data
     has no moe_ep 12 slice (AISimulate fails on the same MoeKey); aisim names it in one line.
