@@ -393,6 +393,51 @@ def _fast_exit() -> None:
         _exit_now(0)
 
 
+@main.command()
+@click.argument("model_ids", nargs=-1, metavar="[MODEL]...")
+@click.option(
+    "--hardware", "hardware", multiple=True, help="Only this GPU (repeatable) [default: all]."
+)
+@click.option(
+    "--backend",
+    "backends",
+    multiple=True,
+    type=click.Choice(["vllm", "trtllm"]),
+    help="Only this backend (repeatable) [default: both].",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+def models(
+    model_ids: tuple[str, ...], hardware: tuple[str, ...], backends: tuple[str, ...], fmt: str
+) -> None:
+    """The shipped model configs (engine.model by Hugging Face id) and the GPUs and backends
+    op-level timing prices each on. The first listing builds every op plan (about a minute);
+    later ones read the cached outcomes."""
+    import json
+
+    from aisim.catalog import as_json, catalog, render
+    from aisim.config.registry import KNOWN_HARDWARE
+    from aisim.errors import ConfigError
+    from aisim.models import shipped_model_ids
+
+    for h in hardware:
+        if h not in KNOWN_HARDWARE:
+            raise ConfigError(
+                f"--hardware: unknown GPU {h!r}; use one of {', '.join(KNOWN_HARDWARE)}"
+            )
+    known = shipped_model_ids()
+    for m in model_ids:
+        if m not in known:
+            raise ConfigError(f"MODEL: {m!r} is not a shipped model; use one of {', '.join(known)}")
+    entries = catalog(model_ids, hardware, backends)
+    if fmt == "json":
+        click.echo(json.dumps(as_json(entries), indent=1))
+    else:
+        click.echo(render(entries, hardware))
+    _fast_exit()
+
+
 @main.group()
 def optable() -> None:
     """Compiled op-time tables: measured per-op latencies from the silicon data."""

@@ -52,7 +52,7 @@ def shipped_model_ids() -> list[str]:
     return sorted(
         p.name[: -len("_config.json")].replace("--", "/")
         for p in folder.iterdir()
-        if p.name.endswith("_config.json")
+        if p.name.endswith("_config.json") and not p.name.endswith(f"_{HF_QUANT_FILE}")
     )
 
 

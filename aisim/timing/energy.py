@@ -66,10 +66,11 @@ _KIND = {
 
 def op_sources(plan: PassPlan) -> tuple[str, ...]:
     """Source tag per op (docs/timing.md 6.2): GEMM / table comm silicon; memory ops and the TP-1
-    allreduce empirical; attention mixed. The p2p hand-off is `empirical` when it runs
-    (pipeline > 1) and `silicon` as the zero-latency placeholder of pipeline 1 (both pinned
-    against AISimulate). A SOL-mode plan tags every op `sol` but those two placeholders: the
-    pipeline-1 p2p stays `silicon` and the TP-1 allreduce `empirical` (pinned too)."""
+    allreduce empirical; attention mixed, but generation attention silicon when it has no
+    analytic extras (models without q/k norm: Llama, MiMo). The p2p hand-off is `empirical`
+    when it runs (pipeline > 1) and `silicon` as the zero-latency placeholder of pipeline 1
+    (both pinned against AISimulate). A SOL-mode plan tags every op `sol` but those two
+    placeholders: the pipeline-1 p2p stays `silicon` and the TP-1 allreduce `empirical`."""
     a = plan.arrays
     scalars = scalars_of(a)
     sol = scalars.mode == KP.MODE_SOL
@@ -89,6 +90,8 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
             out.append("empirical" if scale > 0 else "silicon")
         elif kind == KP.OP_ALLREDUCE:
             out.append("silicon" if scalars.allreduce_gpus > 1 else "empirical")
+        elif kind == KP.OP_ATTN_GENERATION and scalars.gen_extra_ms == 0.0:
+            out.append("silicon")  # the table alone: no per-token extras without q/k norm
         elif kind in (KP.OP_ATTN_CONTEXT, KP.OP_ATTN_GENERATION, KP.OP_OVERLAP):
             out.append("mixed")  # table + analytic extras; overlap of table and memory ops
         elif kind in (

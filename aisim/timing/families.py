@@ -15,7 +15,8 @@ from aisim.timing.plan_record import Deployment, PassPlan
 from aisim.timing.system import GpuSystem
 from aisim.timing.tables import FAMILIES, MOE_FAMILIES, Tables
 
-DENSE_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral")
+# MiMo-7B is a Qwen2-shaped decoder (its MTP layers are priced only through engine.nextn)
+DENSE_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral", "mimo")
 _DEEPSEEK = {
     family_deepseek_dsa.MODEL_TYPE: family_deepseek_dsa.build_deepseek_dsa_plan,
     family_deepseek_mla.MODEL_TYPE: family_deepseek_mla.build_deepseek_mla_plan,
@@ -36,8 +37,8 @@ def check_priced(model: ModelArch, where: str) -> None:
     if not is_moe_model(model) and model.model_type not in DENSE_MODEL_TYPES:
         raise NotAvailableError(
             f"{where}.timing: op-level timing for {model.model_id} ({model.model_type or 'MoE'} "
-            "architecture) is not available yet in aisim; only dense Qwen3 / Llama models are "
-            "priced so far (fixed or polynomial timing works for any model)"
+            "architecture) is not available yet in aisim; only dense Qwen3 / Llama / MiMo models "
+            "are priced so far (fixed or polynomial timing works for any model)"
         )
 
 
