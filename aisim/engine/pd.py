@@ -13,7 +13,12 @@ from aisim import state as st
 from aisim.engine import run as aggregated
 from aisim.engine.interruptible import run_kernel
 from aisim.engine.pool import Pool
-from aisim.engine.run import rerun_with_room, reset_accumulators, traffic_inputs
+from aisim.engine.run import (
+    reopen_unreported_rejections,
+    rerun_with_room,
+    reset_accumulators,
+    traffic_inputs,
+)
 from aisim.engine.spec import EngineSpec, resolve_role
 from aisim.errors import CapacityError, NotAvailableError
 from aisim.kernels.codes import ReqStatus, Role, RunResult
@@ -261,13 +266,16 @@ def simulate_pd(
     result = _simulate_pd(pdspec, traffic_p, traffic_d, capture, plans, memos, capture_passes)
     if pdspec.decode.max_time_ms == float("inf"):
         return result
+    reopen_unreported_rejections(result.req_p, pdspec.decode.max_time_ms)
     open_ = result.requests.status < ReqStatus.FINISHED
     open_ &= result.req_p.status != ReqStatus.NOT_ARRIVED
     if not open_.any():
         return result
-    return _simulate_pd(
+    result = _simulate_pd(
         pdspec, traffic_p, traffic_d, capture, plans, memos, capture_passes, no_stats=open_
     )
+    reopen_unreported_rejections(result.req_p, pdspec.decode.max_time_ms)
+    return result
 
 
 def _simulate_pd(

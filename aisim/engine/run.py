@@ -232,8 +232,23 @@ def simulate_until_cutoff(
     result = simulate(spec, traffic, capture=capture, plan=plan, **kwargs)
     if spec.max_time_ms == float("inf"):
         return result
+    reopen_unreported_rejections(result.req, spec.max_time_ms)
     status = result.req.status
     open_ = (status == ReqStatus.WAITING) | (status == ReqStatus.RUNNING)
     if not open_.any():
         return result
-    return simulate(spec, traffic, capture=capture, plan=plan, no_stats=open_, **kwargs)
+    result = simulate(spec, traffic, capture=capture, plan=plan, no_stats=open_, **kwargs)
+    reopen_unreported_rejections(result.req, spec.max_time_ms)
+    return result
+
+
+def reopen_unreported_rejections(req, max_time_ms: float) -> None:
+    """A rejection is reported when the pass that tried the admission ends; past the cut-off
+    that pass never ends, so the request is still waiting (no record, no bill), as in
+    AISimulate. In place."""
+    from aisim.kernels.codes import ReqStatus
+
+    late = (req.status >= ReqStatus.REJECTED) & (req.terminal_ms > max_time_ms)
+    if late.any():
+        req.status[late] = ReqStatus.WAITING
+        req.terminal_ms[late] = np.nan
