@@ -196,9 +196,10 @@ def _apply_release(pd, p, req, ranks, blocks, q, t_ms):
 @helper
 def _never_fits(p, req, q):
     """Whether decode pool p could never hold request q's handoff, even empty (observed:
-    vLLM needs the prompt's blocks, TRT-LLM the prompt's and the first token's)."""
+    vLLM needs the prompt's blocks, TRT-LLM the prompt's and the first token's), or its
+    prompt reaches the pool's own context limit (a decode-only context_length)."""
     tokens = req.prompt_len[q] + (1 if p.backend == Backend.TRTLLM else 0)
-    return ceil_div(tokens, p.block_size) > p.num_blocks
+    return ceil_div(tokens, p.block_size) > p.num_blocks or req.prompt_len[q] >= p.max_model_len
 
 
 @kernel

@@ -38,7 +38,6 @@ NOT_YET_AVAILABLE = frozenset(
         "context_parallel",
         "kv_offload",  # host_offload, g3_offload, kvcr, state_cache, prefix_match_unit
         "host_model",  # host_loop, frontend, host_profile, vision
-        "worker_context_length",
         "checkpoint_quantization",  # quantized checkpoints other than DeepSeek fp8_block
         "backend_version",  # op-level timing at a version aisim has no op-time tables for
     }
@@ -244,8 +243,6 @@ def _worker_features(w: Worker, base: str) -> Iterator[tuple[str, str, str]]:
     for key in ("prefill_context", "decode_context"):
         if getattr(par, key) is not None:
             yield "context_parallel", f"{base}.parallelism.{key}", "context parallelism"
-    if w.context_length is not None:
-        yield "worker_context_length", f"{base}.context_length", "a per-role context length"
     for key in ("frontend", "host_profile", "vision"):
         if getattr(w, key) is not None:
             yield "host_model", f"{base}.{key}", f"the {key} model"

@@ -176,7 +176,9 @@ def resolve_role(cfg, role: str) -> EngineSpec:
         kv_precision = breakdown.kv_quant_mode
     else:
         num_blocks = _fixed_blocks(cfg, kvc, model, par.tensor, f"{wpath}.kv_cache.capacity")
-    if eng.context_length == "max":
+    if worker.context_length is not None:  # the role's own limit wins over the engine's
+        max_model_len = int(worker.context_length)
+    elif eng.context_length == "max":
         max_model_len = model.max_position_embeddings if eng.backend == "vllm" else None
     else:
         max_model_len = int(eng.context_length)
@@ -335,15 +337,23 @@ def no_request_can_complete(cfg, spec: EngineSpec) -> str | None:
     """Why no request of a synthetic workload can complete (each is rejected at admission),
     or None. Such a run is simulated as AISimulate does it (outputs written, exit 1);
     `aisim validate` says so up front with this reason."""
-    if spec.trace_path is not None or spec.role == "decode":
+    if spec.trace_path is not None:
         return None
     wpath = f"engine.workers.{spec.role}"
     p, bs = spec.input_tokens, spec.block_size
     if spec.max_model_len is not None and p >= spec.max_model_len:
-        return (
-            f"engine.context_length: every {p}-token prompt reaches the "
-            f"{spec.max_model_len}-token context, so each request is rejected"
+        limit = (
+            f"{wpath}.context_length"
+            if cfg.engine.workers[spec.role].context_length is not None
+            else "engine.context_length"
         )
+        outcome = "every handoff fails" if spec.role == "decode" else "each request is rejected"
+        return (
+            f"{limit}: every {p}-token prompt reaches the {spec.max_model_len}-token context, "
+            f"so {outcome}"
+        )
+    if spec.role == "decode":
+        return None
     if spec.backend == "vllm" and -(-p // bs) > spec.num_blocks:
         return (
             f"{wpath}.kv_cache.capacity.blocks: every {p}-token prompt needs "
