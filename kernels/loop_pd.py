@@ -290,6 +290,13 @@ def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, 
 
 
 @kernel
+def _end_zero_decode_pass(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
+    """`_finish_decode` out of line, for a decode pass of zero duration (rare): the inlined copy
+    serves the pass ends of the event loop."""
+    _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms)
+
+
+@kernel
 def _start_worker(
     p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w, t_ms
 ):
@@ -602,31 +609,51 @@ def run_disaggregated(
                     t,
                 )
                 again = True
+        # A decode pass of zero duration ends as it starts and the worker is driven again at
+        # once: the requests it completes are replaced, and the handoffs its end reserved are
+        # started, only in the next round at t (observed: a chain of zero decode passes runs
+        # through before the prefill pool admits the replacements; docs/rules.md 9.2)
         for w in range(n_wd):
-            if workers_d.busy[w] or not loop.worker_has_work(params_d, ranks_d, w):
-                continue
-            flags = _start_pass_or_idle(
-                params_d,
-                req_d,
-                ranks_d,
-                blocks_d,
-                workers_d,
-                stats,
-                log,
-                dd_hash,
-                plan_d,
-                memo_d,
-                mtp,
-                plog,
-                w,
-                t,
-            )
-            if flags & SCHED_TRT_PREEMPT:
-                return RunResult.TRT_PREEMPTION, n_wp + w
-            if flags & SCHED_LOG_FULL:
-                return RunResult.LOG_FULL, n_wp + w
-            if not workers_d.busy[w]:
-                if _retry_stalled(pd, params_d, req_d, ranks_d, blocks_d, dd_hash, w, t) > 0:
-                    again = True  # run the reservation's transfer start, then start again
+            while not workers_d.busy[w] and loop.worker_has_work(params_d, ranks_d, w):
+                flags = _start_pass_or_idle(
+                    params_d,
+                    req_d,
+                    ranks_d,
+                    blocks_d,
+                    workers_d,
+                    stats,
+                    log,
+                    dd_hash,
+                    plan_d,
+                    memo_d,
+                    mtp,
+                    plog,
+                    w,
+                    t,
+                )
+                if flags & SCHED_TRT_PREEMPT:
+                    return RunResult.TRT_PREEMPTION, n_wp + w
+                if flags & SCHED_LOG_FULL:
+                    return RunResult.LOG_FULL, n_wp + w
+                if not workers_d.busy[w]:
+                    if _retry_stalled(pd, params_d, req_d, ranks_d, blocks_d, dd_hash, w, t) > 0:
+                        again = True  # run the reservation's transfer start, then start again
+                    break
+                if workers_d.pass_end_ms[w] > t:
+                    break
+                _end_zero_decode_pass(
+                    pd,
+                    params_d,
+                    req_d,
+                    ranks_d,
+                    blocks_d,
+                    workers_d,
+                    stats,
+                    dd_hash,
+                    mtp,
+                    np.int64(w),
+                    t,
+                )
+                again = True
     flush_gaps(stats)
     return RunResult.OK, -1
