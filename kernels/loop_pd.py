@@ -284,9 +284,11 @@ def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, 
         if ranks.run_len[r] < pd.run_mark[r]:
             pd.cap_gen[r] += 1  # a request retired
         _retry(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
-    while pd.dact_head[w] >= 0:
-        q = _fifo_pop(pd.dlink, pd.dact_head, pd.dact_tail, w)
-        _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms)
+    for d in range(p.dp_size):
+        r = w * p.dp_size + d
+        while pd.dact_head[r] >= 0:
+            q = _fifo_pop(pd.dlink, pd.dact_head, pd.dact_tail, r)
+            _apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms)
 
 
 @kernel
@@ -391,9 +393,10 @@ def _execute_actions(
         elif kind == PDAction.ACTIVATE:
             w = req_d.rank[q] // params_d.dp_size
             if workers_d.busy[w]:
-                # applied at the pass end in this (transfer completion) order: it decides whose
-                # prompt blocks are cached first, so which copy of a shared prefix later probes take
-                _fifo_push(pd.dlink, pd.dact_head, pd.dact_tail, w, q)
+                # applied at the pass end rank by rank, each rank's in this (transfer completion)
+                # order: it decides whose prompt blocks are cached first, so which copy of a
+                # shared prefix later probes take, and the order of the source releases
+                _fifo_push(pd.dlink, pd.dact_head, pd.dact_tail, req_d.rank[q], q)
             else:
                 _apply_activation(pd, params_d, req_d, ranks_d, blocks_d, dd_hash, q, t_ms)
         else:
