@@ -20,9 +20,9 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from aisim.config.registry import current_version
+from aisim.config.registry import BACKEND_VERSION_SLOTS, current_version
 
-SPACE_VERSION = "6"
+SPACE_VERSION = "7"
 """Bump when the sampler changes, so a resumed output folder is not silently mixed."""
 
 DENSE = {"Qwen/Qwen3-0.6B": 16, "Qwen/Qwen3-8B": 32, "Qwen/Qwen3-32B": 64}
@@ -189,7 +189,11 @@ def sample_case(seed: int, index: int) -> Case:
             hardware = "b200_sxm"
     tags.append("hw:" + hardware)
     engine: dict = {"mode": mode, "model": model, "hardware": hardware, "backend": backend}
-    if d.chance(0.3):
+    slots = BACKEND_VERSION_SLOTS.get(hardware, {}).get(backend, {})
+    if "next" in slots and d.chance(0.2):  # the next slot, by number or alias
+        engine["backend_version"] = d.pick({slots["next"]: 0.7, "next": 0.3})
+        tags.append("ver:next")
+    elif d.chance(0.3):
         engine["backend_version"] = current_version(hardware, backend)
     if timing_kind == "op":
         if d.chance(0.15 if not moe else 0.0):  # MoE in SOL mode: not claimed

@@ -20,7 +20,7 @@ from aisim.kernels import optime_attention as KA
 from aisim.models import load_model
 from aisim.timing.energy import EnergyPricer
 from aisim.timing.family_dense import build_dense_plan
-from aisim.timing.leaf_attention import attention_slice
+from aisim.timing.leaf_attention import attention_slice, lane_order
 from aisim.timing.plan_record import Deployment
 
 CORNERS = json.loads(
@@ -92,10 +92,11 @@ def _rows(rows: list[tuple[str, int, int, float]]) -> dict[str, dict[str, np.nda
     return {"context_attention": cols}
 
 
-def _nest_of(rows, backend="vllm"):
+def _nest_of(rows, backend="vllm", version="0.24.0"):
     par = np.zeros(KA.PAR_SIZE)
+    lanes = lane_order(backend, version)
     return attention_slice(
-        _rows(rows), "context_attention", backend, "bfloat16", "bfloat16", 16, 2, 128, par
+        _rows(rows), "context_attention", lanes, "bfloat16", "bfloat16", 16, 2, 128, par
     )
 
 
@@ -118,6 +119,18 @@ def test_one_lane_per_key_the_first_of_the_order() -> None:
     # unranked lanes serve only when no ranked lane has the key
     nest = _nest_of([("vllm_flashinfer", 128, 1, 0.3), ("vllm_flashinfer", 256, 2, 0.4)])
     assert nest.v1.tolist() == [128.0, 256.0]
+
+
+def test_a_vllm_version_without_a_pinned_lane_order_takes_every_lane() -> None:
+    """At vLLM 0.31.0 (AISimulate's next) no lane is preferred: the first row of each key,
+    in source order, whatever its lane (here the decode lane's isl 1 row joins the grid)."""
+    pre, dec = "vllm_flashinfer_trtllmprefill", "vllm_flashinfer_trtllmdecode"
+    rows = [(dec, 1, 1, 0.5), (pre, 16, 1, 0.01), (dec, 16, 1, 0.7), (pre, 32, 1, 0.02)]
+    assert lane_order("vllm", "0.31.0") == ()
+    nest = _nest_of(rows, version="0.31.0")
+    assert nest.v1.tolist() == [1.0, 16.0, 32.0]
+    assert nest.lat.tolist() == [0.5, 0.01, 0.02]
+    assert _nest_of(rows).v1.tolist() == [16.0, 32.0]  # 0.24.0: the prefill lane alone
 
 
 def test_single_lane_keeps_its_isl_1_rows() -> None:

@@ -1,6 +1,6 @@
 """engine.backend_version: AISimulate 0.13's queryable versions (its `current` / `next` slots per
 hardware and backend, or those aliases) are accepted, any other version is a config error, and
-op-level timing at a version aisim has no op-time tables for is refused as not available yet.
+op-level timing prices every slot version, `next` from its backward-filled tables.
 
 Oracle evidence (b200_sxm): vLLM 0.24.0 / current and 0.31.0 / next run, 0.19.0 / 0.22.0 /
 0.25.0 / 0.27.1 / previous are refused; TRT-LLM 1.3.0rc20 / 1.3.0rc23 run, 1.2.0rc5 / rc10 / rc11
@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aisim.config import load_config, unsupported_features
-from aisim.errors import NotAvailableError
+from aisim.config import load_config
 from aisim.prediction import run_prediction
 from tests.parity_rule import mismatches
 
@@ -51,18 +50,20 @@ def test_current_alias_prices_op_level_like_the_version() -> None:
     assert pred.prediction["prediction_provenance"]["aggregated"]["data_version"] == "0.24.0"
 
 
-@pytest.mark.parametrize(
-    ("golden", "version"),
-    [
-        ("fp32-checkpoint-op-level", "next"),
-        ("fp32-checkpoint-op-level", "0.31.0"),
-        ("dense-trtllm-c64-r256", "1.3.0rc23"),
-    ],
-)
-def test_next_versions_under_op_level_timing_are_not_available(golden: str, version: str) -> None:
-    path = str(GOLDEN / golden / "config.yaml")
-    lines = unsupported_features(load_config(path, (f"engine.backend_version={version}",)))
-    assert len(lines) == 1 and lines[0].startswith("engine.backend_version: ")
-    assert "not available yet" in lines[0] and "'current'" in lines[0]
-    with pytest.raises(NotAvailableError, match=r"engine\.backend_version"):
-        run_prediction(path, (f"engine.backend_version={version}",))
+def test_next_alias_prices_op_level_like_the_version() -> None:
+    """`next` is AISimulate's next slot, priced from its backward-filled tables (the golden
+    pins 0.31.0 itself): the alias gives the same figures and reports the concrete version."""
+    folder = GOLDEN / "next-vllm-b200-dense"
+    ref = json.loads((folder / "prediction.json").read_text())
+    pred = run_prediction(str(folder / "config.yaml"), ("engine.backend_version=next",))
+    assert not mismatches(pred.prediction, ref)
+    assert pred.prediction["prediction_provenance"]["aggregated"]["data_version"] == "0.31.0"
+
+
+def test_next_differs_from_current_where_the_data_does() -> None:
+    """The next tables are not the current ones relabelled: vLLM 0.31.0 reads 0.27.1 / 0.25.0
+    rows (and no lane order), so the same deployment prices differently at 0.24.0."""
+    folder = GOLDEN / "next-vllm-b200-dense"
+    ref = json.loads((folder / "prediction.json").read_text())
+    pred = run_prediction(str(folder / "config.yaml"), ("engine.backend_version=0.24.0",))
+    assert mismatches(pred.prediction, ref)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from aisim.config.estimator import is_default_estimator_config, is_packaged_systems_root
-from aisim.config.registry import priced_versions
 from aisim.config.schema import (
     Config,
     DefaultCapacity,
@@ -39,7 +38,6 @@ NOT_YET_AVAILABLE = frozenset(
         "kv_offload",  # host_offload, g3_offload, kvcr, state_cache, prefix_match_unit
         "host_model",  # host_loop, frontend, host_profile, vision
         "checkpoint_quantization",  # quantized checkpoints other than DeepSeek fp8_block
-        "backend_version",  # op-level timing at a version aisim has no op-time tables for
     }
 )
 """Feature ids that aisim does not implement yet."""
@@ -159,12 +157,6 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
     yield from _estimator_options(eng, "engine")
     if eng.encoder is not None:
         yield "images", "engine.workers.encoder", "an encoder worker (EPD)"
-    version = eng.backend_version
-    op_level = any(isinstance(w.timing, DefaultTiming) for w in eng.workers.values())
-    priced = priced_versions(eng.hardware, eng.backend)
-    if op_level and version is not None and priced and version not in priced:
-        what = f"{eng.backend} {version} (AISimulate's 'next' version) under op-level timing"
-        yield "backend_version", "engine.backend_version", what
     quantized = _unpriced_quantization(cfg)
     if quantized is not None:
         yield "checkpoint_quantization", "engine.model", f"{eng.model!r} is {quantized}, which"

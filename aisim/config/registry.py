@@ -110,10 +110,11 @@ def current_version(hardware: str | None, backend: str) -> str:
 
 
 def priced_versions(hardware: str, backend: str) -> tuple[str, ...]:
-    """Versions aisim has compiled op-time tables for (op-level timing prices only these):
-    every slot of the hardware's backend but `next`."""
+    """Versions aisim has compiled op-time tables for: every slot of the hardware's backend
+    (a `next` version without data of its own is filled from the older versions' rows,
+    nearest first, as AISimulate fills it; docs/timing.md 2.2)."""
     slots = BACKEND_VERSION_SLOTS.get(hardware, {}).get(backend, {})
-    return tuple(v for name, v in slots.items() if name != "next")
+    return tuple(slots.values())
 
 
 DEFAULT_BLOCK_SIZE = {"vllm": 64, "trtllm": 32, "sglang": 1}

@@ -71,6 +71,7 @@ def build_dense_plan(
         tables,
         system,
         backend=deployment.backend,
+        version=deployment.version,
         tensor_parallel=t,
         silicon=silicon,
         kv_cache_dtype=kv_cache_dtype,

@@ -44,7 +44,13 @@ def build_qwen3_moe_plan(
     ]
     gemm = gemm_sites(gemm_ops, tables, system)
     attention = gqa_attention(
-        model, tables, system, backend=deployment.backend, tensor_parallel=t, silicon=True
+        model,
+        tables,
+        system,
+        backend=deployment.backend,
+        version=deployment.version,
+        tensor_parallel=t,
+        silicon=True,
     )
     moe = moe_curve(
         tables,

@@ -26,7 +26,20 @@ LANE_ORDER = {
     "vllm": ("vllm_flashinfer_trtllmprefill", "vllm_flashinfer_trtllmdecode", "vllm_triton_attn"),
     "trtllm": ("torch_flow", "default"),
 }
+LANE_PINNED_VERSIONS = {"vllm": ("0.24.0",)}
+"""The vLLM versions AISimulate's attention-lane defaults pin a lane order for. At any other
+vLLM version (0.31.0, 0.14.0, 0.28.0, ...) it falls back to its plain "default" lane, which no
+vLLM row carries: no lane is preferred, every lane's rows count and the first row of each key
+wins (docs/timing.md 4.2)."""
 EXTRA_FACTOR = 1.1  # fused attention extras (docs/timing.md 4.4)
+
+
+def lane_order(backend: str, version: str) -> tuple[str, ...]:
+    """The attention kernel_source priority at a backend version."""
+    pinned = LANE_PINNED_VERSIONS.get(backend)
+    if pinned is not None and version not in pinned:
+        return ()
+    return LANE_ORDER.get(backend, ())
 
 
 def csr_nest(leaves: dict[tuple, float], energy: dict[tuple, float]) -> dict[str, np.ndarray]:
@@ -106,7 +119,7 @@ def attention_par(
 def attention_slice(
     tables: Tables,
     family: str,
-    backend: str,
+    lanes: tuple[str, ...],
     fmha_dtype: str,
     kv_dtype: str,
     n_heads: int,
@@ -137,7 +150,6 @@ def attention_slice(
         key = f"attn_dtype={fmha_dtype} " if family == "context_attention" else ""
         key += f"kv_cache_dtype={kv_dtype} n_kv={n_kv_lookup} head_dim={d} window=0"
         raise OpTableError(op, key, f"{family} perf data missing for this key slice")
-    lanes = LANE_ORDER.get(backend, ())
     rank = {lane: i for i, lane in enumerate(lanes)}
     ks = c["kernel_source"][idx]
     lane_rank = np.array([rank.get(str(s) or "default", len(lanes)) for s in ks], np.int64)
@@ -175,6 +187,7 @@ def gqa_attention(
     system: GpuSystem,
     *,
     backend: str,
+    version: str,
     tensor_parallel: int,
     silicon: bool,
     kv_cache_dtype: str = "bfloat16",
@@ -198,7 +211,7 @@ def gqa_attention(
         context = attention_slice(
             tables,
             "context_attention",
-            backend,
+            lane_order(backend, version),
             fmha_dtype,
             kv_cache_dtype,
             n_heads,
@@ -209,7 +222,7 @@ def gqa_attention(
         generation = attention_slice(
             tables,
             "generation_attention",
-            backend,
+            lane_order(backend, version),
             fmha_dtype,
             kv_cache_dtype,
             n_heads,
