@@ -79,10 +79,11 @@ def model_family(model: ModelArch) -> str:
 
 
 def default_quant_modes(model: ModelArch) -> tuple[str, str, str]:
-    """(gemm, moe, kv) quantization of the checkpoint: fp8 checkpoints get fp8 KV."""
-    if model.weight_quant:
-        return model.weight_quant, model.weight_quant, "fp8"
-    return "bfloat16", "bfloat16", "bfloat16"
+    """(gemm, moe, kv) quantization of the checkpoint: the weights' algorithm; the KV cache at
+    its declared dtype, else fp8 when the weights are quantized."""
+    weights = model.weight_quant or "bfloat16"
+    kv = model.kv_cache_quant or ("fp8" if model.weight_quant else "bfloat16")
+    return weights, weights, kv
 
 
 def weights_bytes(

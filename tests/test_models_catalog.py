@@ -86,6 +86,7 @@ def test_models_lists_where_each_is_priced_and_why_not() -> None:
     got = _models_json(
         "Qwen/Qwen3-32B",
         "Qwen/Qwen3-32B-FP8",
+        "Qwen/Qwen3-32B-FP8-Static-PerTensor",
         "deepseek-ai/DeepSeek-V3",
         "XiaomiMiMo/MiMo-7B-Base",
         "--hardware",
@@ -97,7 +98,8 @@ def test_models_lists_where_each_is_priced_and_why_not() -> None:
         for backend in ("vllm", "trtllm"):
             assert _cell(got["Qwen/Qwen3-32B"], hw, backend)["priced"]
             assert _cell(got["XiaomiMiMo/MiMo-7B-Base"], hw, backend)["priced"]
-            fp8 = _cell(got["Qwen/Qwen3-32B-FP8"], hw, backend)
+            assert _cell(got["Qwen/Qwen3-32B-FP8"], hw, backend)["priced"]
+            fp8 = _cell(got["Qwen/Qwen3-32B-FP8-Static-PerTensor"], hw, backend)
             assert not fp8["priced"] and "quantized checkpoint" in fp8["reason"]
     assert got["XiaomiMiMo/MiMo-7B-Base"]["family"] == "dense"
     assert _cell(got["deepseek-ai/DeepSeek-V3"], "b200_sxm", "trtllm")["priced"]

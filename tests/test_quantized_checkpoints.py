@@ -1,5 +1,6 @@
-"""Checkpoint precision: every way a checkpoint declares a quantization is read, and a run that
-would price it (op-level timing, the GPU memory model) is refused until aisim prices it exactly.
+"""Checkpoint precision: every way a checkpoint declares a quantization is read; block-scaled
+fp8 and NVFP4 weights and fp8 KV caches are priced (goldens quant-*), per-tensor fp8 weights are
+refused wherever they would be priced (op-level timing, the GPU memory model).
 
 Figures: tests/golden/fp32-checkpoint-op-level and pd-dtype-fp32-transfer (torch_dtype / dtype),
 single-request (a quantized checkpoint under fixed timing gives AISimulate's BF16 figures).
@@ -97,8 +98,23 @@ def _config(
     return path
 
 
-@pytest.mark.parametrize("name", sorted(DECLARATIONS))
-def test_every_declaration_is_refused_where_it_would_be_priced(tmp_path: Path, name) -> None:
+PRICED = ("block-fp8-weights", "kv-cache-scheme", "hf-quant-kv-only", "hf-quant-nvfp4")
+
+
+@pytest.mark.parametrize("name", PRICED)
+def test_priced_declarations_run_where_they_are_priced(tmp_path: Path, name) -> None:
+    changes, hf_quant, _ = DECLARATIONS[name]
+    folder = _checkpoint(tmp_path, changes, hf_quant)
+    for timing, capacity in (
+        ("{type: default}", "{type: fixed, blocks: 4096}"),
+        ("{type: fixed, prefill_ms: 8, decode_ms: 2}", "{type: default}"),
+    ):
+        cfg = load_config(str(_config(tmp_path, str(folder), timing, capacity)))
+        assert unsupported_features(cfg) == []
+
+
+@pytest.mark.parametrize("name", sorted(set(DECLARATIONS) - set(PRICED)))
+def test_per_tensor_fp8_is_refused_where_it_would_be_priced(tmp_path: Path, name) -> None:
     changes, hf_quant, named = DECLARATIONS[name]
     folder = _checkpoint(tmp_path, changes, hf_quant)
     # op-level timing, by folder and by config.json path; and the memory model under fixed timing
@@ -110,12 +126,14 @@ def test_every_declaration_is_refused_where_it_would_be_priced(tmp_path: Path, n
         lines = unsupported_features(load_config(str(_config(tmp_path, model, timing, capacity))))
         assert len(lines) == 1, lines
         assert lines[0].startswith("engine.model: ") and named in lines[0], lines[0]
-        assert "quantized checkpoint" in lines[0] and "BF16" in lines[0]
+        assert "quantized checkpoint" in lines[0] and "block-scaled fp8" in lines[0]
 
 
-def test_a_quantized_hugging_face_id_is_refused_the_same_way(tmp_path: Path) -> None:
-    for model in ("Qwen/Qwen3-32B-FP8", "Qwen/Qwen3-30B-A3B-FP8", "Qwen/Qwen3-235B-A22B-FP8"):
-        with pytest.raises(NotAvailableError, match=r"engine\.model: .*weights fp8_block"):
+def test_quantized_hugging_face_ids(tmp_path: Path) -> None:
+    for model in ("Qwen/Qwen3-32B-FP8", "Qwen/Qwen3-30B-A3B-FP8", "nvidia/Qwen3-235B-A22B-NVFP4"):
+        assert unsupported_features(load_config(str(_config(tmp_path, model)))) == []
+    for model in ("Qwen/Qwen3-32B-FP8-Static-PerTensor", "nvidia/Llama-3.1-70B-Instruct-FP8"):
+        with pytest.raises(NotAvailableError, match=r"engine\.model: .*weights fp8, KV cache fp8"):
             run_prediction(str(_config(tmp_path, model)))
 
 

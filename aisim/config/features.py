@@ -52,10 +52,9 @@ _FIXES = {
     "(AISimulate's defaults and its packaged database)",
     "default_capacity": "set capacity: {type: fixed, blocks: N}",
     "op_level_timing": "it comes with the op-time table",
-    "backend_version": "op-level timing prices the 'current' version (or null); fixed or "
-    "polynomial timing take it, as they read no performance data",
-    "checkpoint_quantization": "use the unquantized (BF16) checkpoint, or fixed / polynomial "
-    "timing with a fixed KV capacity (they do not read the precision)",
+    "checkpoint_quantization": "use the unquantized (BF16), a block-scaled fp8 or an NVFP4 "
+    "checkpoint, or fixed / polynomial timing with a fixed KV capacity (they do not read the "
+    "precision)",
 }
 
 
@@ -85,8 +84,9 @@ def _unpriced_quantization(cfg: Config) -> str | None:
     The declared precision reaches the results only through op-level timing and the GPU memory
     model (capacity default): fixed and polynomial timing with a fixed capacity give AISimulate's
     BF16 figures for any checkpoint, and the P/D transfer size follows torch_dtype alone
-    (oracle runs of Qwen3-32B / -FP8 / hf_quant_config variants). Of the quantized checkpoints
-    only DeepSeek's fp8_block ones are priced op by op (goldens dsv3-*, dsr1-*, dsv32-*).
+    (oracle runs of Qwen3-32B / -FP8 / hf_quant_config variants). Priced op by op: block-scaled
+    fp8 and NVFP4 dense / Qwen3 MoE checkpoints (goldens quant-*) and DeepSeek's fp8_block ones
+    (dsv3-*, dsr1-*, dsv32-*).
     """
     if not any(
         isinstance(w.timing, DefaultTiming) or isinstance(w.kv_cache.capacity, DefaultCapacity)
@@ -96,7 +96,17 @@ def _unpriced_quantization(cfg: Config) -> str | None:
     model = _model(cfg)
     if model is None or not (model.weight_quant or model.kv_cache_quant not in ("", "bfloat16")):
         return None
-    if model.kv_lora_rank > 0 and model.weight_quant == "fp8_block" and not model.kv_cache_quant:
+    if model.kv_lora_rank == 0:
+        # dense and Qwen3 MoE plans price block-scaled fp8 and NVFP4 weights with an fp8 or
+        # bf16 KV cache from the tables; AISimulate prices per-tensor fp8 GEMMs from estimated
+        # utilisation, which aisim does not model
+        if model.weight_quant in ("", "fp8_block", "nvfp4") and model.kv_cache_quant in (
+            "",
+            "fp8",
+            "bfloat16",
+        ):
+            return None
+    elif model.weight_quant == "fp8_block" and not model.kv_cache_quant:
         return None
     parts = [f"weights {model.weight_quant}"] if model.weight_quant else []
     if model.kv_cache_quant:

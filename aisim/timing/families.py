@@ -42,18 +42,43 @@ def check_priced(model: ModelArch, where: str) -> None:
         )
 
 
+def fmha_dtype(backend: str, model: ModelArch, kv_cache_dtype: str) -> str:
+    """The attention kernels' dtype: TRT-LLM attends in fp8 when a quantized checkpoint keeps an
+    fp8 KV cache, else in bf16 (a KV-only fp8 declaration included); vLLM always in bf16
+    (observed: block-fp8 and NVFP4 Qwen3-32B and a KV-only fp8 one are exact only so)."""
+    quantized = backend == "trtllm" and model.weight_quant and kv_cache_dtype == "fp8"
+    return "fp8" if quantized else "bfloat16"
+
+
 def build_plan(
     model: ModelArch, tables: Tables, system: GpuSystem, deployment: Deployment
 ) -> PassPlan:
     """The model's op plan from its family's builder."""
+    from aisim.memory import default_quant_modes
     from aisim.timing.family_dense import build_dense_plan
     from aisim.timing.family_qwen3_moe import build_qwen3_moe_plan
 
+    gemm_dtype, _, kv_dtype = default_quant_modes(model)
     if not is_moe_model(model):
-        return build_dense_plan(model, tables, system, deployment)
+        return build_dense_plan(
+            model,
+            tables,
+            system,
+            deployment,
+            gemm_dtype=gemm_dtype,
+            kv_cache_dtype=kv_dtype,
+            fmha_dtype=fmha_dtype(deployment.backend, model, kv_dtype),
+        )
     deployment.check_moe_mode()
     if model.kv_lora_rank == 0:
-        return build_qwen3_moe_plan(model, tables, system, deployment)
+        return build_qwen3_moe_plan(
+            model,
+            tables,
+            system,
+            deployment,
+            kv_cache_dtype=kv_dtype,
+            fmha_dtype=fmha_dtype(deployment.backend, model, kv_dtype),
+        )
     if model.model_type not in _DEEPSEEK:
         raise NotAvailableError(
             f"op-level timing for {deployment.where(model.model_id)}: model type "

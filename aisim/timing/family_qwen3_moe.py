@@ -24,7 +24,13 @@ MIN_PRICED_ROUTER_EXPERTS = 128
 
 
 def build_qwen3_moe_plan(
-    model: ModelArch, tables: Tables, system: GpuSystem, deployment: Deployment
+    model: ModelArch,
+    tables: Tables,
+    system: GpuSystem,
+    deployment: Deployment,
+    *,
+    kv_cache_dtype: str = "bfloat16",
+    fmha_dtype: str = "bfloat16",
 ) -> PassPlan:
     deployment.check_moe_mode()
     where = deployment.where(model.model_id)
@@ -51,6 +57,8 @@ def build_qwen3_moe_plan(
         version=deployment.version,
         tensor_parallel=t,
         silicon=True,
+        kv_cache_dtype=kv_cache_dtype,
+        fmha_dtype=fmha_dtype,
     )
     moe = moe_curve(
         tables,

@@ -232,7 +232,9 @@ def gqa_attention(
         )
     else:
         context, generation = absent_grid(ctx_par), absent_grid(gen_par)
-    kv_write_b = 2.0 * n_kv * d * kv_bytes
+    # the new token's K and V at the attention dtype, whatever the cache stores (observed: an fp8
+    # KV cache leaves the context extras at bf16 bytes)
+    kv_write_b = 2.0 * n_kv * d * DTYPE_BYTES[fmha_dtype]
     rope_b = 2.0 * (n_heads + n_kv) * d * 2.0
     qk_b = 4.0 * (n_heads + n_kv) * d * 2.0 if model.use_qk_norm else 0.0
     qk_units = 8 if model.use_qk_norm else 0
