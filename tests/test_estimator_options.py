@@ -87,8 +87,7 @@ REFUSED = {
     "role-fpm-estimation": (f"{T}.estimation_mode=fpm_interpolation", f"{T}.estimation_mode"),
     "role-fpm-forward-model": (f"{T}.forward_model=fpm", f"{T}.forward_model"),
     "role-hybrid-database": (f"{T}.database_mode=hybrid", f"{T}.database_mode"),
-    "role-gemm-quant": (f"{T}.gemm_quant_mode=fp8", f"{T}.gemm_quant_mode"),
-    "role-kv-quant": (f"{T}.kvcache_quant_mode=fp8", f"{T}.kvcache_quant_mode"),
+    "role-comm-quant": (f"{T}.comm_quant_mode=fp8", f"{T}.comm_quant_mode"),
     "role-attention-backend": (f"{T}.attention_backend=flashinfer", f"{T}.attention_backend"),
     "role-estimator-config": (
         f"{T}.estimator_config={{correction: {{enabled: false}}}}",

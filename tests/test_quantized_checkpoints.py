@@ -175,3 +175,33 @@ def test_element_bytes_follow_torch_dtype_then_dtype() -> None:
     assert dtype_bytes({"torch_dtype": "float8_e5m2"}) == 1
     assert dtype_bytes({"torch_dtype": "int8"}) == 1
     assert dtype_bytes({}) == 2
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ("engine.gemm_quant_mode=fp7", "engine.gemm_quant_mode"),
+        (
+            "engine.workers.aggregated.timing.kvcache_quant_mode=fp9",
+            "engine.workers.aggregated.timing.kvcache_quant_mode",
+        ),
+    ],
+)
+def test_an_unknown_quant_mode_is_a_config_error(tmp_path: Path, override, field) -> None:
+    from aisim.engine.spec import resolve
+    from aisim.errors import ConfigError
+
+    cfg = load_config(str(_config(tmp_path, "Qwen/Qwen3-32B")), (override,))
+    with pytest.raises(ConfigError, match=f"{field}: unknown quantization"):
+        resolve(cfg)
+
+
+def test_quant_mode_overrides_on_mla_models_are_refused(tmp_path: Path) -> None:
+    """The MLA / DSA plans price DeepSeek's own dtypes only."""
+    path = str(_config(tmp_path, "deepseek-ai/DeepSeek-V3"))
+    for override in (
+        "engine.gemm_quant_mode=fp8",
+        "engine.workers.aggregated.timing.kvcache_quant_mode=fp8",
+    ):
+        lines = unsupported_features(load_config(path, (override,)))
+        assert len(lines) == 1 and "quant_mode" in lines[0] and "not available" in lines[0]

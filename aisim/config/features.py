@@ -58,6 +58,11 @@ _FIXES = {
 }
 
 
+def _model_is_mla(cfg: Config) -> bool:
+    model = _model(cfg)
+    return model is not None and model.kv_lora_rank > 0
+
+
 def _model(cfg: Config):
     """engine.model's architecture, or None when it cannot be read (resolve says why)."""
     from pathlib import Path
@@ -144,12 +149,17 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         yield "speculation", "engine.speculation", "speculative decoding"
     if eng.tokenization is not None:
         yield "tokenization", "engine.tokenization", "the tokenization delay model"
-    for key in (
-        "gemm_quant_mode", "moe_quant_mode", "kvcache_quant_mode", "fmha_quant_mode",
-        "comm_quant_mode", "attention_backend", "moe_kernel_source",
-    ):  # fmt: skip
+    quant_keys = ("gemm_quant_mode", "moe_quant_mode", "kvcache_quant_mode", "fmha_quant_mode")
+    keys = ("comm_quant_mode", "attention_backend", "moe_kernel_source")
+    mla = _model_is_mla(cfg)  # the MLA / DSA plans price the checkpoint's own dtypes only
+    for key in (*quant_keys, *keys) if mla else keys:
         if getattr(eng, key) is not None:
             yield "timing_identity", f"engine.{key}", f"an override of {key}"
+    for role, w in eng.workers.items() if mla else ():
+        for key in quant_keys:
+            if getattr(w.timing, key, None) is not None:
+                where = f"engine.workers.{role}.timing.{key}"
+                yield "timing_identity", where, f"an override of {key}"
     if eng.moe_backend is not None:
         # AISimulate 0.13 takes a moe_backend override (deepep_moe / megamoe) on SGLang only
         what = f"moe_backend {eng.moe_backend!r} (DeepEP / MegaMoE)"
@@ -207,14 +217,7 @@ def _timing_features(timing: DefaultTiming, base: str) -> Iterator[tuple[str, st
         )
     if timing.database_mode not in (None, "SILICON", "SOL"):
         yield "database_mode", f"{base}.database_mode", f"database mode {timing.database_mode!r}"
-    for key in (
-        "gemm_quant_mode",
-        "moe_quant_mode",
-        "kvcache_quant_mode",
-        "fmha_quant_mode",
-        "comm_quant_mode",
-        "attention_backend",
-    ):
+    for key in ("comm_quant_mode", "attention_backend"):
         if getattr(timing, key) is not None:
             yield "timing_identity", f"{base}.{key}", f"an override of {key}"
     yield from _estimator_options(timing, base)

@@ -93,6 +93,8 @@ class EngineSpec:
     enable_shared_layer: bool | None = None  # False: primary table source only
     kv_precision: str | None = None  # capacity default: the KV dtype the memory model sized for
     hardware: str | None = None  # system of the op-time tables (engine.hardware, or the role's)
+    # gemm / moe / kvcache / fmha quant_mode overrides of the checkpoint's dtypes ("" = none)
+    quant_modes: tuple[str, str, str, str] = ("", "", "", "")
 
     @property
     def num_ranks(self) -> int:
@@ -232,6 +234,7 @@ def resolve_role(cfg, role: str) -> EngineSpec:
         nextn_accepted=eng.nextn_accepted,
         kv_precision=kv_precision,
         hardware=worker.hardware or eng.hardware,
+        quant_modes=quant_modes(eng, worker, f"{cfg.source_path}: {wpath}"),
     )
     check_pass_time(spec, cfg.source_path)
     if spec.trace_path is None:
@@ -282,6 +285,29 @@ def gpu_system(hardware: str = "b200_sxm") -> dict:
     return json.loads(path.read_text())
 
 
+QUANT_MODE_KEYS = ("gemm", "moe", "kvcache", "fmha")
+
+
+def quant_modes(eng, worker, where: str = "") -> tuple[str, str, str, str]:
+    """The gemm / moe / kvcache / fmha quant_mode overrides of one role: its timing's, else the
+    engine's ("" = the checkpoint's dtype). `where` ("FILE: engine.workers.ROLE") names an
+    unknown one."""
+    from aisim.memory import _QUANT_BYTES
+
+    modes = []
+    for k in QUANT_MODE_KEYS:
+        key = f"{k}_quant_mode"
+        role_mode = getattr(worker.timing, key, None)
+        mode = str(role_mode or getattr(eng, key) or "")
+        if mode and mode not in _QUANT_BYTES:
+            source = where.split(": ")[0]
+            field = f"{where}.timing.{key}" if role_mode else f"{source}: engine.{key}"
+            known = ", ".join(sorted(_QUANT_BYTES))
+            raise ConfigError(f"{field}: unknown quantization {mode!r}; use one of {known}")
+        modes.append(mode)
+    return tuple(modes)
+
+
 def memory_breakdown(cfg, worker, model: ModelArch, where: str, strict: bool = True):
     """Every term of the memory model for one worker role (a fixed capacity is shown with the
     default memory fraction, so `aisim estimate --detail memory` works for any config).
@@ -294,8 +320,13 @@ def memory_breakdown(cfg, worker, model: ModelArch, where: str, strict: bool = T
     memory_fraction = getattr(cap, "memory_fraction", None)
     cuda_graph = getattr(cap, "cuda_graph_reserved_bytes", None) or 0
     system = gpu_system(eng.hardware)
+    role = next(r for r, w in eng.workers.items() if w is worker)
+    gemm_q, moe_q, kv_q, _ = quant_modes(eng, worker, f"{cfg.source_path}: engine.workers.{role}")
     return kv_blocks_from_memory(
         model,
+        gemm_quant_mode=gemm_q or None,
+        moe_quant_mode=moe_q or None,
+        kvcache_quant_mode=kv_q or None,
         backend=eng.backend,
         block_size=worker.kv_cache.block_size,
         tensor=par.tensor,

@@ -58,7 +58,10 @@ def build_plan(
     from aisim.timing.family_dense import build_dense_plan
     from aisim.timing.family_qwen3_moe import build_qwen3_moe_plan
 
-    gemm_dtype, _, kv_dtype = default_quant_modes(model)
+    gemm_dtype, moe_dtype, kv_dtype = default_quant_modes(model)
+    gemm_q, moe_q, kv_q, fmha_q = deployment.quant_modes
+    gemm_dtype, moe_dtype, kv_dtype = gemm_q or gemm_dtype, moe_q or moe_dtype, kv_q or kv_dtype
+    fmha = fmha_q or fmha_dtype(deployment.backend, model, kv_dtype)
     if not is_moe_model(model):
         return build_dense_plan(
             model,
@@ -67,7 +70,7 @@ def build_plan(
             deployment,
             gemm_dtype=gemm_dtype,
             kv_cache_dtype=kv_dtype,
-            fmha_dtype=fmha_dtype(deployment.backend, model, kv_dtype),
+            fmha_dtype=fmha,
         )
     deployment.check_moe_mode()
     if model.kv_lora_rank == 0:
@@ -76,8 +79,10 @@ def build_plan(
             tables,
             system,
             deployment,
+            gemm_dtype=gemm_dtype,
+            moe_dtype=moe_dtype,
             kv_cache_dtype=kv_dtype,
-            fmha_dtype=fmha_dtype(deployment.backend, model, kv_dtype),
+            fmha_dtype=fmha,
         )
     if model.model_type not in _DEEPSEEK:
         raise NotAvailableError(

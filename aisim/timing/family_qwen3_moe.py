@@ -29,6 +29,8 @@ def build_qwen3_moe_plan(
     system: GpuSystem,
     deployment: Deployment,
     *,
+    gemm_dtype: str = "bfloat16",
+    moe_dtype: str = "bfloat16",
     kv_cache_dtype: str = "bfloat16",
     fmha_dtype: str = "bfloat16",
 ) -> PassPlan:
@@ -41,7 +43,6 @@ def build_qwen3_moe_plan(
     heads = model.num_attention_heads // t
     n_kv = max(1, model.num_kv_heads // t)
     d = model.head_dim
-    gemm_dtype = model.weight_quant or "bfloat16"
     gemm_ops = [
         GemmOp("qkv_gemm", heads * d + 2 * n_kv * d, h, gemm_dtype),
         GemmOp("proj_gemm", h, heads * d, gemm_dtype),
@@ -63,7 +64,7 @@ def build_qwen3_moe_plan(
     moe = moe_curve(
         tables,
         model,
-        dtype=gemm_dtype,
+        dtype=moe_dtype,
         distribution=MOE_DISTRIBUTION,
         moe_tp=deployment.moe_tensor,
         moe_ep=deployment.moe_expert,

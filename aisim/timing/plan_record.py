@@ -41,6 +41,7 @@ class Deployment:
     moe_expert: int = 1
     mode: str = "SILICON"
     nextn: int = 0
+    quant_modes: tuple[str, str, str, str] = ("", "", "", "")  # gemm / moe / kvcache / fmha
 
     def where(self, model_id: str) -> str:
         return (

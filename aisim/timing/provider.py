@@ -39,6 +39,7 @@ def deployment_of(spec) -> Deployment:
             pipeline=spec.pipeline,
             mode=spec.database_mode,
             nextn=spec.nextn,
+            quant_modes=spec.quant_modes,
         )
     return Deployment(
         spec.backend,
@@ -50,6 +51,7 @@ def deployment_of(spec) -> Deployment:
         moe_expert=spec.moe_expert,
         mode=spec.database_mode,
         nextn=spec.nextn,
+        quant_modes=spec.quant_modes,
     )
 
 
