@@ -51,6 +51,7 @@ DEFAULT_OUT = "/tmp/aisim-difftest"
 DEFAULT_AISIMULATE = "/work/oracle/bin/aisimulate"
 DEFAULT_PARITY = "/work/shared/tools/parity.py"
 OK_CLASSES = ("OK", "OK-BOTH-REFUSE")
+NO_TIMING_DATA = "no timing data for"  # AISimulate's refusal of a config its tables cannot price
 
 # aisim runs through this wrapper so that the harness learns the class of its error
 # (NotAvailableError = a documented "not available yet" refusal) without parsing messages
@@ -328,7 +329,9 @@ def _classify(folder: Path, a: dict, b: dict, result: dict, tools: Tools) -> tup
             return "MISMATCH", f"exit code: aisim {a['exit']} AISimulate {b['exit']}"
         return "OK", ""
     if not a["ran"] and not b["ran"]:
-        if b["exit"] == 2:
+        # AISimulate exits 2 for a table it lacks as for bad input; only the latter is the
+        # sampler's fault
+        if b["exit"] == 2 and NO_TIMING_DATA not in sb.get("message", ""):
             return "INVALID-CONFIG", sb.get("message", "")
         return "OK-BOTH-REFUSE", ""
     if b["ran"]:

@@ -20,7 +20,7 @@ from aisim.kernels import optime_attention as KA
 from aisim.models import load_model
 from aisim.timing.energy import EnergyPricer
 from aisim.timing.family_dense import build_dense_plan
-from aisim.timing.leaf_attention import attention_slice, lane_order
+from aisim.timing.leaf_attention import attention_slice, lane_order, lane_ranks
 from aisim.timing.plan_record import Deployment
 
 CORNERS = json.loads(
@@ -121,16 +121,25 @@ def test_one_lane_per_key_the_first_of_the_order() -> None:
     assert nest.v1.tolist() == [128.0, 256.0]
 
 
-def test_a_vllm_version_without_a_pinned_lane_order_takes_every_lane() -> None:
-    """At vLLM 0.31.0 (AISimulate's next) no lane is preferred: the first row of each key,
-    in source order, whatever its lane (here the decode lane's isl 1 row joins the grid)."""
+def test_a_vllm_version_without_a_pinned_lane_order_ranks_lanes_by_first_row() -> None:
+    """At vLLM 0.31.0 (AISimulate's next) no lane order is pinned: the lanes rank in the order
+    their first rows appear in source order, and the first lane with the key serves it alone."""
     pre, dec = "vllm_flashinfer_trtllmprefill", "vllm_flashinfer_trtllmdecode"
     rows = [(dec, 1, 1, 0.5), (pre, 16, 1, 0.01), (dec, 16, 1, 0.7), (pre, 32, 1, 0.02)]
     assert lane_order("vllm", "0.31.0") == ()
     nest = _nest_of(rows, version="0.31.0")
-    assert nest.v1.tolist() == [1.0, 16.0, 32.0]
-    assert nest.lat.tolist() == [0.5, 0.01, 0.02]
+    assert nest.v1.tolist() == [1.0, 16.0]
+    assert nest.lat.tolist() == [0.5, 0.7]
+    prefill_first = [rows[1], rows[0], rows[2], rows[3]]
+    assert _nest_of(prefill_first, version="0.31.0").v1.tolist() == [16.0, 32.0]
     assert _nest_of(rows).v1.tolist() == [16.0, 32.0]  # 0.24.0: the prefill lane alone
+
+
+def test_lane_ranks_follow_the_pinned_order_then_the_tables_first_rows() -> None:
+    """Ranks come from the whole table, not the key slice: the pinned lanes, then the rest."""
+    pre, dec = "vllm_flashinfer_trtllmprefill", "vllm_flashinfer_trtllmdecode"
+    assert lane_ranks((), np.array([dec, pre, dec], object)) == {dec: 0, pre: 1}
+    assert lane_ranks((pre,), np.array([dec, "", pre], object)) == {pre: 0, dec: 1, "default": 2}
 
 
 def test_single_lane_keeps_its_isl_1_rows() -> None:

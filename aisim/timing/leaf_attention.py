@@ -29,8 +29,8 @@ LANE_ORDER = {
 LANE_PINNED_VERSIONS = {"vllm": ("0.24.0",)}
 """The vLLM versions AISimulate's attention-lane defaults pin a lane order for. At any other
 vLLM version (0.31.0, 0.14.0, 0.28.0, ...) it falls back to its plain "default" lane, which no
-vLLM row carries: no lane is preferred, every lane's rows count and the first row of each key
-wins (docs/timing.md 4.2)."""
+vLLM row carries, so the lanes rank in the order the resolved table first shows them
+(docs/timing.md 4.2)."""
 EXTRA_FACTOR = 1.1  # fused attention extras (docs/timing.md 4.4)
 
 
@@ -40,6 +40,19 @@ def lane_order(backend: str, version: str) -> tuple[str, ...]:
     if pinned is not None and version not in pinned:
         return ()
     return LANE_ORDER.get(backend, ())
+
+
+def _lane(kernel_source) -> str:
+    return str(kernel_source) or "default"
+
+
+def lane_ranks(lanes: tuple[str, ...], kernel_sources) -> dict[str, int]:
+    """Every lane's priority: the lane order first, then the table's other lanes in the order
+    their first rows appear in resolution order (docs/timing.md 4.2)."""
+    rank = {lane: i for i, lane in enumerate(lanes)}
+    for ks in dict.fromkeys(kernel_sources.tolist()):
+        rank.setdefault(_lane(ks), len(rank))
+    return rank
 
 
 def csr_nest(leaves: dict[tuple, float], energy: dict[tuple, float]) -> dict[str, np.ndarray]:
@@ -150,9 +163,8 @@ def attention_slice(
         key = f"attn_dtype={fmha_dtype} " if family == "context_attention" else ""
         key += f"kv_cache_dtype={kv_dtype} n_kv={n_kv_lookup} head_dim={d} window=0"
         raise OpTableError(op, key, f"{family} perf data missing for this key slice")
-    rank = {lane: i for i, lane in enumerate(lanes)}
-    ks = c["kernel_source"][idx]
-    lane_rank = np.array([rank.get(str(s) or "default", len(lanes)) for s in ks], np.int64)
+    rank = lane_ranks(lanes, c["kernel_source"])
+    lane_rank = np.array([rank[_lane(s)] for s in c["kernel_source"][idx]], np.int64)
     # One lane per key: the first lane of the order that has rows for it, alone. The others
     # never fill its gaps, so in vLLM the trtllmdecode isl = 1 context rows stay unused and a
     # prefill below isl 16 falls to the utilisation hold over the trtllmprefill leaves (pinned
