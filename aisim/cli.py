@@ -325,39 +325,41 @@ def validate(config_path: str, overrides: tuple[str, ...]) -> None:
     """Check a config without simulating; exit 2 with the first problem."""
     from aisim.config import load_config
     from aisim.engine.spec import no_request_can_complete, resolve
+    from aisim.engine.workload import resolve_workload
     from aisim.errors import NoRequestsCompleted
 
     cfg = load_config(config_path, overrides)
+    workload = resolve_workload(cfg)
     if cfg.engine.mode == "disaggregated":
         from aisim.engine.pd import resolve_pd
 
         pdspec = resolve_pd(cfg)
         specs = [pdspec.prefill, pdspec.decode]
     else:
-        specs = [resolve(cfg)]
+        specs = [resolve(cfg, workload)]
     for spec in specs:
-        if spec.trace_path is not None:
+        if workload.trace_path is not None:
             from aisim.traffic_trace import check_trace
 
-            check_trace(spec)
-        reason = no_request_can_complete(cfg, spec)
+            check_trace(spec, workload)
+        reason = no_request_can_complete(cfg, spec, workload)
         if reason:
             # the run's own outcome (AISimulate's too): predict writes its outputs, exits 1
             raise NoRequestsCompleted(f"{config_path}: no request can complete: {reason}")
     for spec in specs:
         if spec.timing == "op_level":  # a table miss is refused here as predict refuses it
-            _check_priced(cfg, spec, specs[0])
+            _check_priced(cfg, spec, specs[0], workload)
     click.echo(f"{config_path}: ok")
 
 
-def _check_priced(cfg, spec, first) -> None:
+def _check_priced(cfg, spec, first, workload) -> None:
     """The op plan predict would build for the spec's pool (its tables, its op families)."""
     from aisim.engine.bounds import rejected_at_admission
     from aisim.engine.pd import role_traffic
     from aisim.timing.provider import plan_unless_unpriced
 
     def rejects_all():  # as predict decides it: on the traffic of the first pool
-        prompts = role_traffic(first).prompt_len
+        prompts = role_traffic(first, workload).prompt_len
         return bool(rejected_at_admission(first, prompts).all())
 
     plan_unless_unpriced(spec, f"{cfg.source_path}: engine.workers.{spec.role}", rejects_all)

@@ -207,7 +207,7 @@ def summarize(result, sla=None) -> dict:
     out["total_output_tokens"] = total_out
     out["processed_tokens"] = total_in + total_out
     out["committed_prefill_tokens"] = int(stats.counters[CNT_COMMITTED])
-    if pools[0].spec.max_time_ms != float("inf"):
+    if result.traffic.workload.max_time_ms != float("inf"):
         # passes still in flight at the cut-off: the kernels counted their prompt tokens when
         # scheduled, AISimulate counts them when the pass ends, which these never do
         out["committed_prefill_tokens"] -= sum(

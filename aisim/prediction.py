@@ -97,24 +97,26 @@ def _run_prediction(cfg, digest: str, capture: bool, capture_passes: bool, memos
     """predict_config for an aggregated deployment."""
     from aisim.engine.run import load_engine, simulate_until_cutoff
     from aisim.engine.spec import resolve
+    from aisim.engine.workload import resolve_workload
     from aisim.metrics import power_fields, summarize
     from aisim.state import without_run_fields
     from aisim.traffic import synthetic
 
-    spec = resolve(cfg)
+    workload = resolve_workload(cfg)
+    spec = resolve(cfg, workload)
     load_engine(spec)  # like importing AISimulate's compiled engine: outside wall_time_ms
     if spec.timing == "op_level":
         from aisim.engine.bounds import rejected_at_admission
         from aisim.timing.energy import power_report
         from aisim.timing.provider import plan_unless_unpriced
         from aisim.timing.provider import provenance as op_level_provenance
-    if spec.trace_path is not None:
+    if workload.trace_path is not None:
         from aisim.traffic_trace import trace_traffic
     t0 = time.perf_counter()  # AISimulate's wall_time_ms spans validated config -> metrics
-    if spec.trace_path is not None:
-        traffic = trace_traffic(spec)
+    if workload.trace_path is not None:
+        traffic = trace_traffic(spec, workload)
     else:
-        traffic = synthetic(spec)
+        traffic = synthetic(spec, workload)
     plan = None
     memo = None
     if spec.timing == "op_level":
@@ -130,7 +132,7 @@ def _run_prediction(cfg, digest: str, capture: bool, capture_passes: bool, memos
     result = simulate_until_cutoff(
         spec, traffic, capture=capture, plan=plan, capture_passes=capture_passes, memo=memo
     )
-    result.req = without_run_fields(result.req, spec.max_time_ms != float("inf"))
+    result.req = without_run_fields(result.req, workload.max_time_ms != float("inf"))
     prediction = dict(summarize(result, _sla(cfg)))
     prediction.update(power_fields())
     if spec.timing == "op_level":
@@ -227,7 +229,7 @@ def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool, me
     from aisim.timing.provider import provenance as op_level_provenance
 
     def rejects_all():  # a request the prefill pool rejects reaches neither pool's passes
-        prompts = role_traffic(pdspec.prefill).prompt_len
+        prompts = role_traffic(pdspec.prefill, pdspec.workload).prompt_len
         return bool(rejected_at_admission(pdspec.prefill, prompts).all())
 
     t0 = time.perf_counter()

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 
 from aisim.engine.spec import EngineSpec
+from aisim.engine.workload import WorkloadSpec
 
 
 class Traffic(NamedTuple):
@@ -17,6 +18,7 @@ class Traffic(NamedTuple):
     pfx_start: np.ndarray  # int64[N] start of the request's slice of pfx_hash
     pfx_len: np.ndarray  # int32[N] shareable leading blocks
     pfx_hash: np.ndarray  # uint64[*] chained content hashes of shareable blocks
+    workload: WorkloadSpec  # what the arrays were drawn from (closed or open loop, cut-off)
     row: np.ndarray | None = None  # int64[N] trace file row of each request; None: synthetic
     pfx_src_tokens: int = 0  # tokens per pfx_hash entry (trace block size); 0: one per KV block
 
@@ -33,9 +35,11 @@ def _chain_hashes(contents: np.ndarray) -> np.ndarray:
     return out
 
 
-def synthetic(spec: EngineSpec) -> Traffic:
-    n = spec.num_requests
-    p, o = spec.input_tokens, spec.output_tokens
+def synthetic(spec: EngineSpec, workload: WorkloadSpec) -> Traffic:
+    """A synthetic source's requests as the pool `spec` receives them (outputs truncated to its
+    context, clamped to a TRT-LLM pool)."""
+    n = workload.num_requests
+    p, o = workload.input_tokens, workload.output_tokens
     prompt = np.full(n, p, dtype=np.int64)
     requested = np.full(n, o, dtype=np.int64)
     out = requested.copy()
@@ -45,16 +49,16 @@ def synthetic(spec: EngineSpec) -> Traffic:
         # TRT-LLM clamps max_output_tokens to what the KV pool can hold at enqueue
         out = np.minimum(out, spec.num_blocks * spec.block_size - prompt)
     # Every request shares the first cached_prefix_tokens tokens; full blocks of it are shareable.
-    shared_blocks = spec.cached_prefix_tokens // spec.block_size
+    shared_blocks = workload.cached_prefix_tokens // spec.block_size
     pfx_hash = _chain_hashes(np.arange(shared_blocks, dtype=np.int64))
     arrival = np.zeros(n, dtype=np.float64)
-    if spec.load == "poisson":
+    if workload.load == "poisson":
         from aisim.kernels.rng import poisson_arrivals_ms
 
-        arrival = poisson_arrivals_ms(np.uint64(spec.seed), float(spec.rate_per_s), n)
-    elif spec.load == "constant_rate":
+        arrival = poisson_arrivals_ms(np.uint64(workload.seed), float(workload.rate_per_s), n)
+    elif workload.load == "constant_rate":
         # AISimulate accumulates the constant gap in float ms (not k x gap)
-        gap = 1000.0 / spec.rate_per_s
+        gap = 1000.0 / workload.rate_per_s
         arrival = np.concatenate(([0.0], np.cumsum(np.full(n - 1, gap)))) if n else arrival
     return Traffic(
         prompt_len=prompt,
@@ -64,4 +68,5 @@ def synthetic(spec: EngineSpec) -> Traffic:
         pfx_start=np.zeros(n, dtype=np.int64),
         pfx_len=np.full(n, shared_blocks, dtype=np.int32),
         pfx_hash=pfx_hash,
+        workload=workload,
     )

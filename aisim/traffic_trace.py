@@ -325,29 +325,31 @@ def prefix_keys(rows: TraceRows, engine_bs: int, block_size: int):
 # --------------------------------------------------------------------------- traffic
 
 
-def trace_traffic(spec) -> Traffic:
-    """The request arrays of a trace run: arrival order, lengths and prefix keys."""
-    rows = read_trace(spec.trace_path, spec.trace_block_size)
+def trace_traffic(spec, workload) -> Traffic:
+    """The request arrays of a trace run as the pool `spec` receives them: arrival order,
+    lengths and prefix keys."""
+    w = workload
+    rows = read_trace(w.trace_path, w.trace_block_size)
     n = len(rows.output_len)
-    if spec.load == "trace_timestamps":
+    if w.load == "trace_timestamps":
         # requests arrive at their own timestamps, re-based to the earliest, in a stable order
         # (AISimulate replays out-of-order rows in timestamp order too: said, not refused)
         order = np.argsort(rows.timestamp_ms, kind="stable")
         stamps = rows.timestamp_ms[order]
-        arrival = (stamps - stamps[0]) / spec.trace_speedup
-        _check_clock(spec, rows, order, arrival)
+        arrival = (stamps - stamps[0]) / w.trace_speedup
+        _check_clock(w, rows, order, arrival)
         early = int(
             np.count_nonzero(rows.timestamp_ms[1:] < np.maximum.accumulate(rows.timestamp_ms)[:-1])
         )
         if early:
             note(
-                f"{spec.trace_path}: {early} of {n} rows carry a timestamp earlier than a row "
+                f"{w.trace_path}: {early} of {n} rows carry a timestamp earlier than a row "
                 "above them; requests are replayed in timestamp order"
             )
     else:  # closed loop: file order, arrivals set by the kernel
         order = np.arange(n, dtype=np.int64)
         arrival = np.zeros(n, dtype=np.float64)
-    pfx_start, pfx_len, pfx_hash = prefix_keys(rows, spec.block_size, spec.trace_block_size)
+    pfx_start, pfx_len, pfx_hash = prefix_keys(rows, spec.block_size, w.trace_block_size)
     prompt = rows.input_len[order]
     requested = rows.output_len[order]
     out = requested.copy()
@@ -365,23 +367,24 @@ def trace_traffic(spec) -> Traffic:
         pfx_start=pfx_start[order],
         pfx_len=pfx_len[order],
         pfx_hash=pfx_hash,
+        workload=w,
         row=order.astype(np.int64),
-        pfx_src_tokens=spec.trace_block_size,
+        pfx_src_tokens=w.trace_block_size,
     )
     _check_can_finish(spec, traffic)
     check_state_fits(
-        spec, n, int((prompt + out).max()), spec.trace_path, f"traffic.source.paths ({n:,} rows)"
+        spec, n, int((prompt + out).max()), w.trace_path, f"traffic.source.paths ({n:,} rows)"
     )
     return traffic
 
 
-def check_trace(spec) -> None:
+def check_trace(spec, workload) -> None:
     """What `aisim validate` checks of a trace: every row readable and valid, every request
     able to finish on the deployment, timestamps the clock resolves (as a run reads them)."""
-    trace_traffic(spec)
+    trace_traffic(spec, workload)
 
 
-def _check_clock(spec, rows: TraceRows, order: np.ndarray, arrival: np.ndarray) -> None:
+def _check_clock(workload, rows: TraceRows, order: np.ndarray, arrival: np.ndarray) -> None:
     """Arrivals beyond CLOCK_MS_MAX would leave the float ms clock coarser than a
     nanosecond: pass times would silently shrink or vanish (a 1e300 ms row gets TTFT 0)."""
     last = len(arrival) - 1
@@ -389,7 +392,7 @@ def _check_clock(spec, rows: TraceRows, order: np.ndarray, arrival: np.ndarray) 
         return
     i = int(order[last])
     raise ConfigError(
-        f"{spec.trace_path}:{int(rows.line[i])}: timestamp {rows.timestamp_ms[i]:g} ms lies "
+        f"{workload.trace_path}:{int(rows.line[i])}: timestamp {rows.timestamp_ms[i]:g} ms lies "
         f"{arrival[last]:g} ms after the earliest row (after the speedup), beyond the "
         f"{CLOCK_MS_MAX:g} ms (~50 days) the simulated clock resolves to the nanosecond; "
         "re-base or trim the trace"
@@ -400,19 +403,19 @@ def _check_can_finish(spec, traffic: Traffic) -> None:
     """Reject a trace holding a request that could never finish (AISimulate loops or aborts).
     Under a cut-off the run ends at the cut-off whatever such a request does, and one that
     arrives after it never runs, so nothing is rejected up front (AISimulate runs it)."""
-    if spec.max_time_ms != float("inf"):
+    if traffic.workload.max_time_ms != float("inf"):
         return
     p, o = traffic.prompt_len, traffic.output_len
     stuck, need, out = never_finishing(spec, p, o)
     hit = np.nonzero(stuck)[0]
     if len(hit):
         i = int(hit[0])
-        where = f"{spec.trace_path}:{_line(spec, traffic, i)}: engine.workers.{spec.role}"
+        where = f"{traffic.workload.trace_path}:{_line(traffic, i)}: engine.workers.{spec.role}"
         raise CapacityError(
             never_finishing_message(where, int(p[i]), int(out[i]), int(need[i]), spec)
         )
 
 
-def _line(spec, traffic: Traffic, i: int) -> str:
+def _line(traffic: Traffic, i: int) -> str:
     """File line of request i (counting blank lines)."""
-    return str(int(_row_lines(spec.trace_path)[int(traffic.row[i])]))
+    return str(int(_row_lines(traffic.workload.trace_path)[int(traffic.row[i])]))

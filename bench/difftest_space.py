@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from aisim.config.registry import BACKEND_VERSION_SLOTS, current_version
 
-SPACE_VERSION = "7"
+SPACE_VERSION = "8"
 """Bump when the sampler changes, so a resumed output folder is not silently mixed."""
 
 DENSE = {"Qwen/Qwen3-0.6B": 16, "Qwen/Qwen3-8B": 32, "Qwen/Qwen3-32B": 64}
@@ -83,6 +83,17 @@ HARDWARE = {
     "rtx_pro_6000_server": 0.03,
     "b60": 0.04,
 }
+QUANTIZED_CHECKPOINTS = {
+    "Qwen/Qwen3-32B": {"Qwen/Qwen3-32B-FP8": 1.0},
+    "Qwen/Qwen3-30B-A3B": {"Qwen/Qwen3-30B-A3B-FP8": 1.0},
+    "Qwen/Qwen3-235B-A22B": {
+        "Qwen/Qwen3-235B-A22B-FP8": 0.5,
+        "nvidia/Qwen3-235B-A22B-NVFP4": 0.5,
+    },
+}
+"""Shipped block-fp8 / NVFP4 checkpoints of the sampled models (data/models)."""
+NVFP4_GPUS = ("b200_sxm", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server")
+"""GPUs whose tables hold NVFP4 GEMMs (the Blackwell ones)."""
 FP8_BLOCK_GPUS = ("b200_sxm", "b300_sxm", "gb200", "gb300", "h100_sxm", "h200_sxm")
 """GPUs whose tables hold fp8_block GEMMs and the DeepSeek attention modules."""
 GPU_MEMORY_GB = {
@@ -242,8 +253,38 @@ def sample_case(seed: int, index: int) -> Case:
         kvt = _kv_transfer(d, tags)
         if kvt is not None:
             engine["kv_transfer"] = kvt
+    _precision(d, tags, engine, model, hardware, timing_kind)
     config = {"traffic": traffic["traffic"], "engine": engine}
     return Case(config=config, files=traffic["files"], tags=sorted(set(tags)))
+
+
+def _precision(d: _Draw, tags: list[str], engine: dict, model: str, hw: str, timing: str) -> None:
+    """A quantized checkpoint of the sampled model, or quant_mode overrides of its dtypes.
+
+    Drawn last, so the deployment is sized for the BF16 weights (the memory model's capacity
+    then has more room, never less). MLA models take neither (a documented refusal)."""
+    if "deepseek" in model or not d.chance(0.25):
+        return
+    checkpoints = dict(QUANTIZED_CHECKPOINTS.get(model, {}))
+    if hw not in NVFP4_GPUS:
+        checkpoints = {k: w for k, w in checkpoints.items() if "NVFP4" not in k}
+    if checkpoints and d.chance(0.5):
+        engine["model"] = d.pick(checkpoints)
+        tags.append("prec:" + ("nvfp4" if "NVFP4" in engine["model"] else "fp8-ckpt"))
+        return
+    if timing != "op":
+        return
+    keys = ["gemm_quant_mode", "kvcache_quant_mode"]
+    keys += ["moe_quant_mode"] if model not in DENSE else []
+    key = d.one(keys)
+    if key == "kvcache_quant_mode":
+        engine[key] = "fp8"
+        if d.chance(0.5):
+            engine["fmha_quant_mode"] = "fp8"
+    else:
+        modes = {"fp8": 0.4, "fp8_block": 0.4, "nvfp4": 0.2 if hw in NVFP4_GPUS else 0.0}
+        engine[key] = d.pick(modes)
+    tags.append("prec:" + key.split("_")[0])
 
 
 # --------------------------------------------------------------------------- traffic

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from aisim.engine.run import simulate
+from aisim.engine.workload import WorkloadSpec
 from aisim.errors import CapacityError
 from aisim.traffic import synthetic
 from tests.test_kernel_vs_reference import random_case
@@ -23,9 +24,9 @@ def _run(spec, traffic, fast: bool):
 
 
 def _single_rank(seed: int):
-    spec, _ = random_case(seed)
+    spec, traffic = random_case(seed)
     spec = dataclasses.replace(spec, replicas=1, dp_size=1)
-    return spec, synthetic(spec)
+    return spec, synthetic(spec, traffic.workload)
 
 
 @pytest.mark.parametrize("seed", range(1, 1000, 7))
@@ -56,16 +57,17 @@ def test_low_concurrency_steady_decoding(load: str) -> None:
         chunked_prefill=True,
         prefill_interval=1,
         timing="polynomial",
-        num_requests=60,
+    )
+    workload = WorkloadSpec(
         load=load,
+        num_requests=60,
         concurrency=2,
+        rate_per_s=5.0 if load == "poisson" else 0.0,
         input_tokens=100,
         output_tokens=90,
         cached_prefix_tokens=48,
     )
-    if load == "poisson":
-        spec = dataclasses.replace(spec, rate_per_s=5.0)
-    traffic = synthetic(spec)
+    traffic = synthetic(spec, workload)
     fast, exact = _run(spec, traffic, True), _run(spec, traffic, False)
     _assert_same(fast, exact)
     np.testing.assert_array_equal(fast.stats.acc, exact.stats.acc)

@@ -91,16 +91,18 @@ def _workload_tokens(config: Path) -> int | None:
     """Prompt + output tokens the config would simulate, or None when that is not known."""
     from aisim.config import load_config
     from aisim.engine.spec import resolve
+    from aisim.engine.workload import resolve_workload
 
-    spec = resolve(load_config(config))
-    if spec.trace_path is not None:
+    cfg = load_config(config)
+    spec, workload = resolve(cfg), resolve_workload(cfg)
+    if workload.trace_path is not None:
         from aisim.traffic_trace import trace_traffic
 
-        traffic = trace_traffic(spec)
+        traffic = trace_traffic(spec, workload)
         return int(traffic.prompt_len.sum()) + int(traffic.requested_output_len.sum())
-    if not spec.num_requests:
+    if not workload.num_requests:
         return None
-    return spec.num_requests * (spec.input_tokens + spec.output_tokens)
+    return workload.num_requests * (workload.input_tokens + workload.output_tokens)
 
 
 def _loads_or_is_refused(config: Path, names: str) -> None:

@@ -10,10 +10,10 @@ from tests.test_kernel_vs_reference import random_case
 
 
 def _fresh():
-    spec, _ = random_case(1)
+    spec, traffic = random_case(1)
     spec = dataclasses.replace(spec, num_blocks=8, block_size=4, max_seqs=4, max_tokens=64)
     req, ranks, blocks, _, _, _ = st.allocate(4, 1, 1, 4, 8, 4, 1, 4)
-    return spec.kernel_params(False), req, ranks, blocks
+    return spec.kernel_params(traffic.workload, False), req, ranks, blocks
 
 
 def test_clean_state_passes() -> None:

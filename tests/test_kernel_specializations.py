@@ -13,22 +13,17 @@ from tests.test_kernel_vs_reference import random_case
 
 
 def test_every_kernel_has_one_specialization() -> None:
-    base, _ = random_case(3)
+    base, traffic = random_case(3)
     for backend, timing, load, capture in (
         ("vllm", "fixed", "concurrency", False),
         ("trtllm", "polynomial", "poisson", True),
         ("vllm", "polynomial", "constant_rate", True),
     ):
-        spec = dataclasses.replace(
-            base,
-            backend=backend,
-            timing=timing,
-            load=load,
-            rate_per_s=50.0,
-            num_requests=20,
-            max_model_len=None,
+        spec = dataclasses.replace(base, backend=backend, timing=timing, max_model_len=None)
+        workload = dataclasses.replace(
+            traffic.workload, load=load, rate_per_s=50.0, num_requests=20
         )
-        simulate(spec, synthetic(spec), capture=capture)
+        simulate(spec, synthetic(spec, workload), capture=capture)
     # the event loop compiles once per MTP mode by design (its `mtp` argument is NoMtp or
     # MtpState); an MTP run earlier in the session adds that one, nothing else may
     modes = [str(sig[-2]).split("(")[0] for sig in loop.run_aggregated.signatures]

@@ -17,6 +17,7 @@ import pytest
 
 from aisim.engine.run import simulate
 from aisim.engine.spec import EngineSpec
+from aisim.engine.workload import WorkloadSpec
 from aisim.errors import CapacityError
 from aisim.kernels.codes import ReqStatus
 from aisim.models import load_model
@@ -112,8 +113,10 @@ def random_case(seed: int):
         prefill_ms=prefill_ms,
         decode_ms=decode_ms,
         startup_ms=0.0,
-        num_requests=n,
+    )
+    workload = WorkloadSpec(
         load=load,
+        num_requests=n,
         concurrency=rng.randint(1, n),
         rate_per_s=rng.choice([50.0, 200.0, 1000.0, 4000.0]),
         seed=rng.randint(0, 1000),
@@ -122,7 +125,7 @@ def random_case(seed: int):
         cached_prefix_tokens=rng.choice([0, prompts[0] // 2, prompts[0]]),
     )
     if homogeneous and rng.random() < 0.5:
-        return spec, synthetic(spec)
+        return spec, synthetic(spec, workload)
 
     # heterogeneous prefixes: a few hash-chain families, one grafted onto another's root
     fams = [[_hash(rng) for _ in range(64)] for _ in range(3)]
@@ -159,6 +162,7 @@ def random_case(seed: int):
         pfx_start=np.array(pfx_start, dtype=np.int64),
         pfx_len=np.array(pfx_len, dtype=np.int32),
         pfx_hash=np.array(pool, dtype=np.uint64),
+        workload=workload,
     )
     return spec, traffic
 
@@ -191,8 +195,8 @@ def reference_of(spec: EngineSpec, traffic: Traffic) -> ref.Simulator:
         timing=spec.timing,
         prefill_ms=spec.prefill_ms,
         decode_ms=spec.decode_ms,
-        load="concurrency" if spec.load == "concurrency" else "open",
-        concurrency=spec.concurrency,
+        load="concurrency" if traffic.workload.closed_loop else "open",
+        concurrency=traffic.workload.concurrency,
     )
     specs = []
     for i in range(len(traffic.prompt_len)):
@@ -218,7 +222,8 @@ def describe(spec: EngineSpec, traffic: Traffic) -> str:
         f"mbt={spec.max_tokens} seqs={spec.max_seqs} mml={spec.max_model_len} "
         f"W={spec.replicas} D={spec.dp_size} k={spec.prefill_interval} "
         f"pc={spec.prefix_caching} chunked={spec.chunked_prefill} {spec.timing} "
-        f"{spec.prefill_ms}/{spec.decode_ms} {spec.load} c={spec.concurrency}\n"
+        f"{spec.prefill_ms}/{spec.decode_ms} {traffic.workload.load} "
+        f"c={traffic.workload.concurrency}\n"
         f"P={traffic.prompt_len.tolist()}\nO={traffic.requested_output_len.tolist()}\n"
         f"arr={traffic.arrival_ms.tolist()}\npfx_len={traffic.pfx_len.tolist()}"
     )
@@ -382,14 +387,13 @@ def _explicit(
         prefill_ms=prefill_ms,
         decode_ms=decode_ms,
         startup_ms=0.0,
-        num_requests=n,
+    )
+    workload = WorkloadSpec(
         load=load,
+        num_requests=n,
         concurrency=concurrency,
-        rate_per_s=0.0,
-        seed=0,
         input_tokens=prompts[0],
         output_tokens=outs[0],
-        cached_prefix_tokens=0,
     )
     traffic = Traffic(
         prompt_len=np.array(prompts, dtype=np.int64),
@@ -399,6 +403,7 @@ def _explicit(
         pfx_start=np.zeros(n, dtype=np.int64),
         pfx_len=np.zeros(n, dtype=np.int32),
         pfx_hash=np.zeros(0, dtype=np.uint64),
+        workload=workload,
     )
     return spec, traffic
 

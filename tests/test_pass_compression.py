@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from aisim.engine.run import simulate
+from aisim.engine.workload import WorkloadSpec
 from aisim.errors import CapacityError
 from aisim.kernels.codes import CNT_LAZY
 from aisim.traffic import synthetic
@@ -71,14 +72,16 @@ def test_fast_path_engages_on_a_steady_workload() -> None:
         chunked_prefill=True,
         prefill_interval=2,
         timing="polynomial",
-        num_requests=300,
+    )
+    workload = WorkloadSpec(
         load="concurrency",
+        num_requests=300,
         concurrency=40,
         input_tokens=100,
         output_tokens=90,
         cached_prefix_tokens=48,
     )
-    traffic = synthetic(spec)
+    traffic = synthetic(spec, workload)
     fast, slow = _run(spec, traffic, True), _run(spec, traffic, False)
     assert fast.stats.counters[CNT_LAZY] >= 250  # nearly every request turns lazy once
     assert slow.stats.counters[CNT_LAZY] == 0

@@ -28,9 +28,11 @@ def test_given_request_array_of_the_wrong_dtype_names_the_field() -> None:
 
 
 def test_summary_is_the_same_without_the_loop_only_fields() -> None:
-    base, _ = random_case(7)
-    spec = dataclasses.replace(base, num_requests=40, load="concurrency", concurrency=8)
-    result = simulate(spec, synthetic(spec))
+    spec, traffic = random_case(7)
+    workload = dataclasses.replace(
+        traffic.workload, num_requests=40, load="concurrency", concurrency=8
+    )
+    result = simulate(spec, synthetic(spec, workload))
     full = summarize(result)
     result.req = st.without_run_fields(result.req, keep_cutoff_fields=False)
     assert all(len(getattr(result.req, name)) == 0 for name in st.RUN_ONLY_FIELDS)
@@ -38,10 +40,11 @@ def test_summary_is_the_same_without_the_loop_only_fields() -> None:
 
 
 def test_request_state_does_not_grow_with_output_tokens() -> None:
-    base, _ = random_case(3)
+    base, traffic = random_case(3)
+    spec = dataclasses.replace(base, max_model_len=None)
     sizes = []
     for output in (16, 4096):
-        spec = dataclasses.replace(base, num_requests=32, output_tokens=output, max_model_len=None)
-        result = simulate(spec, synthetic(spec))
+        workload = dataclasses.replace(traffic.workload, num_requests=32, output_tokens=output)
+        result = simulate(spec, synthetic(spec, workload))
         sizes.append(sum(a.nbytes for a in result.req))
     assert sizes[0] == sizes[1]

@@ -177,6 +177,7 @@ def test_relative_trace_path_is_read_from_the_config_folder(tmp_path: Path) -> N
 def test_speedup_divides_rebased_timestamps(tmp_path: Path) -> None:
     from aisim.config import load_config
     from aisim.engine.spec import resolve
+    from aisim.engine.workload import resolve_workload
     from aisim.traffic_trace import trace_traffic
 
     _write(tmp_path, [_row([1], timestamp=50), _row([2], timestamp=10), _row([3], timestamp=10)])
@@ -186,7 +187,8 @@ def test_speedup_divides_rebased_timestamps(tmp_path: Path) -> None:
         .replace("{type: trace_timestamps}", "{type: trace_timestamps, speedup: 4.0}")
     )
     (tmp_path / "cfg.yaml").write_text(cfg)
-    traffic = trace_traffic(resolve(load_config(str(tmp_path / "cfg.yaml"))))
+    cfg = load_config(str(tmp_path / "cfg.yaml"))
+    traffic = trace_traffic(resolve(cfg), resolve_workload(cfg))
     np.testing.assert_array_equal(traffic.arrival_ms, [0.0, 0.0, 10.0])
     np.testing.assert_array_equal(traffic.row, [1, 2, 0])  # stable by timestamp
 

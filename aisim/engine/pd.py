@@ -1,5 +1,5 @@
-"""Disaggregated prefill/decode runs (docs/rules.md 9): one EngineSpec per role, the transfer
-model, and the call into the compiled P/D event loop (kernels/loop_pd.py)."""
+"""Disaggregated prefill/decode runs (docs/rules.md 9): one EngineSpec per role, the workload,
+the transfer model, and the call into the compiled P/D event loop (kernels/loop_pd.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from aisim.engine.run import (
     traffic_inputs,
 )
 from aisim.engine.spec import EngineSpec, resolve_role
+from aisim.engine.workload import WorkloadSpec, resolve_workload
 from aisim.errors import CapacityError, NotAvailableError
 from aisim.kernels.codes import ReqStatus, Role, RunResult
 from aisim.traffic import Traffic
@@ -30,6 +31,7 @@ class PDSpec:
     prefill: EngineSpec
     decode: EngineSpec
     transfer: st.TransferParams
+    workload: WorkloadSpec
 
     @property
     def role(self) -> str:
@@ -73,7 +75,7 @@ class PDResult:
     def handoff_end_ms(self) -> float:
         """The last KV transfer end processed (before the cut-off, if any)."""
         xfer = self.pd.xfer_end_ms
-        return float(xfer[xfer <= self.spec.decode.max_time_ms].max(initial=0.0))
+        return float(xfer[xfer <= self.spec.workload.max_time_ms].max(initial=0.0))
 
 
 def resolve_pd(cfg) -> PDSpec:
@@ -89,8 +91,9 @@ def resolve_pd(cfg) -> PDSpec:
             f"{cfg.source_path}: engine.nextn: native MTP with disaggregated prefill/decode is "
             "not available yet in aisim; use aggregated mode or nextn 0"
         )
-    prefill = resolve_role(cfg, "prefill")
-    decode = resolve_role(cfg, "decode")
+    workload = resolve_workload(cfg)
+    prefill = resolve_role(cfg, "prefill", workload)
+    decode = resolve_role(cfg, "decode", workload)
     kvt = cfg.engine.kv_transfer
     bandwidth = 0.0
     bytes_per_token = 0.0
@@ -104,11 +107,14 @@ def resolve_pd(cfg) -> PDSpec:
             bytes_per_token = float(transfer_kv_bytes_per_token(prefill.model, prefill.tensor))
         else:
             bytes_per_token = float(kvt.bytes_per_token)
-    return PDSpec(prefill, decode, st.TransferParams(bytes_per_token, bandwidth, full_prompt))
+    transfer = st.TransferParams(bytes_per_token, bandwidth, full_prompt)
+    return PDSpec(prefill, decode, transfer, workload)
 
 
-def _params(spec: EngineSpec, role: Role, n: int, capture: bool, capture_passes: bool):
-    params = spec.kernel_params(capture, capture_passes=capture_passes)._replace(
+def _params(
+    spec: EngineSpec, workload: WorkloadSpec, role: Role, n: int, capture: bool, passes: bool
+):
+    params = spec.kernel_params(workload, capture, capture_passes=passes)._replace(
         max_seqs=max(1, min(spec.max_seqs, n)), role=int(role)
     )
     return params
@@ -128,16 +134,16 @@ def _run(
     pass log of that many rows."""
     from aisim.kernels.loop_pd import run_disaggregated
 
-    sp, sd = pdspec.prefill, pdspec.decode
+    sp, sd, w = pdspec.prefill, pdspec.decode, pdspec.workload
     n = len(traffic_d.prompt_len)
     # slot rows per rank: running requests plus those holding KV outside the running list
     # (source held on the prefill side; reserved / activated on the decode side)
-    in_flight = min(sp.concurrency, n) if sp.load == "concurrency" else n
+    in_flight = min(w.concurrency, n) if w.closed_loop else n
     rows_p = max(1, min(n, min(sp.max_seqs, n) + in_flight))
     rows_d = max(1, min(n, min(sd.max_seqs, n) + in_flight))
     longest_p = int(traffic_p.prompt_len.max()) + 1 if n else 1
     longest_d = int((traffic_d.prompt_len + traffic_d.output_len).max()) if n else 1
-    closed_loop = sp.load == "concurrency"
+    closed_loop = w.closed_loop
     req_p, ranks_p, blocks_p, workers_p, stats, log = st.allocate(
         n,
         sp.num_ranks,
@@ -182,7 +188,7 @@ def _run(
         log,
         st.allocate_mtp(0, None, 1),
         plog,
-        _params(sp, Role.PREFILL, n, capture, pass_rows > 0),
+        _params(sp, w, Role.PREFILL, n, capture, pass_rows > 0),
         req_p,
         ranks_p,
         blocks_p,
@@ -195,7 +201,7 @@ def _run(
         ),
         plan_p,
         memo_p,
-        _params(sd, Role.DECODE, n, capture, pass_rows > 0),
+        _params(sd, w, Role.DECODE, n, capture, pass_rows > 0),
         req_d,
         ranks_d,
         blocks_d,
@@ -225,30 +231,25 @@ def _timing_arrays(spec: EngineSpec, plan, memo=None):
 
 def load_engine_pd(pdspec: PDSpec) -> None:
     """Load the compiled P/D loop before the timed span (see run.load_engine)."""
+    from aisim.engine.run import IDLE_WORKLOAD
     from aisim.traffic import synthetic
 
-    tiny = [dataclasses_replace(s, num_requests=0) for s in (pdspec.prefill, pdspec.decode)]
-    traffic = synthetic(tiny[1])
+    idle = PDSpec(pdspec.prefill, pdspec.decode, pdspec.transfer, IDLE_WORKLOAD)
     plans = [(st.placeholder_plan(), st.allocate_memo(1, 16)) for _ in range(2)]
-    _run(PDSpec(tiny[0], tiny[1], pdspec.transfer), synthetic(tiny[0]), traffic, False, plans, 1)
+    traffic_p = synthetic(pdspec.prefill, IDLE_WORKLOAD)
+    _run(idle, traffic_p, synthetic(pdspec.decode, IDLE_WORKLOAD), False, plans, 1)
 
 
-def dataclasses_replace(spec: EngineSpec, **changes) -> EngineSpec:
-    import dataclasses
-
-    return dataclasses.replace(spec, **changes)
-
-
-def role_traffic(spec: EngineSpec) -> Traffic:
+def role_traffic(spec: EngineSpec, workload: WorkloadSpec) -> Traffic:
     """One role's view of the requests: its block size keys the prefix hashes, its limits
     clamp the output lengths."""
-    if spec.trace_path is not None:
+    if workload.trace_path is not None:
         from aisim.traffic_trace import trace_traffic
 
-        return trace_traffic(spec)
+        return trace_traffic(spec, workload)
     from aisim.traffic import synthetic
 
-    return synthetic(spec)
+    return synthetic(spec, workload)
 
 
 def simulate_pd(
@@ -261,12 +262,13 @@ def simulate_pd(
     """Run the P/D loop. With a virtual-time cut-off, run once more with the unfinished
     requests' token gaps kept out of the ITL statistics (see run.simulate_until_cutoff).
     `memos`: each role's pass-time memo to reuse (a sweep's), or None for a fresh one."""
-    traffic_p = role_traffic(pdspec.prefill)
-    traffic_d = role_traffic(pdspec.decode)
+    traffic_p = role_traffic(pdspec.prefill, pdspec.workload)
+    traffic_d = role_traffic(pdspec.decode, pdspec.workload)
     result = _simulate_pd(pdspec, traffic_p, traffic_d, capture, plans, memos, capture_passes)
-    if pdspec.decode.max_time_ms == float("inf"):
+    max_time_ms = pdspec.workload.max_time_ms
+    if max_time_ms == float("inf"):
         return result
-    reopen_unreported_rejections(result.req_p, pdspec.decode.max_time_ms)
+    reopen_unreported_rejections(result.req_p, max_time_ms)
     open_ = result.requests.status < ReqStatus.FINISHED
     open_ &= result.req_p.status != ReqStatus.NOT_ARRIVED
     if not open_.any():
@@ -274,7 +276,7 @@ def simulate_pd(
     result = _simulate_pd(
         pdspec, traffic_p, traffic_d, capture, plans, memos, capture_passes, no_stats=open_
     )
-    reopen_unreported_rejections(result.req_p, pdspec.decode.max_time_ms)
+    reopen_unreported_rejections(result.req_p, max_time_ms)
     return result
 
 
@@ -318,7 +320,7 @@ def _simulate_pd(
     done = np.count_nonzero(
         (req_d.status == ReqStatus.FINISHED) | (req_p.status >= ReqStatus.REJECTED)
     )
-    if pdspec.decode.max_time_ms == float("inf") and (spawned < n or done < spawned):
+    if pdspec.workload.max_time_ms == float("inf") and (spawned < n or done < spawned):
         stuck = (
             "prefill"
             if np.any(

@@ -11,6 +11,7 @@ from aisim import state as st
 from aisim.engine.interruptible import run_kernel
 from aisim.engine.pool import Pool
 from aisim.engine.spec import EngineSpec
+from aisim.engine.workload import WorkloadSpec
 from aisim.errors import CapacityError
 from aisim.traffic import Traffic
 
@@ -40,6 +41,10 @@ class SimResult:
     handoff_end_ms = 0.0  # no KV handoff between pools
 
 
+IDLE_WORKLOAD = WorkloadSpec(load="concurrency", num_requests=0)
+"""The workload of load_engine's empty run (a kernel specialization depends on no traffic)."""
+
+
 def load_engine(spec: EngineSpec) -> None:
     """Load the compiled event loop (numba runtime set-up + cached machine code, ~0.2 s), the
     counterpart of importing AISimulate's engine extension; compiles it on a cold cache."""
@@ -48,7 +53,9 @@ def load_engine(spec: EngineSpec) -> None:
     state = st.allocate(0, 1, 1, 1, 1, 1, 1, spec.block_size)
     run_kernel(
         run_aggregated,
-        spec.kernel_params(False)._replace(max_seqs=1, num_blocks=1, num_workers=1, dp_size=1),
+        spec.kernel_params(IDLE_WORKLOAD, False)._replace(
+            max_seqs=1, num_blocks=1, num_workers=1, dp_size=1
+        ),
         *state,
         st.prefix_keys(np.zeros(0, np.uint64), 0, 1, 1),
         st.placeholder_plan(),
@@ -83,7 +90,8 @@ def simulate(
     row_blocks = -(-longest // spec.block_size) + 1
     max_running = max(1, min(spec.max_seqs, n))
     log_capacity = 2 * n + 16 if capture else 1
-    params = spec.kernel_params(capture, lazy_decode, check_invariants, capture_passes)
+    workload = traffic.workload
+    params = spec.kernel_params(workload, capture, lazy_decode, check_invariants, capture_passes)
     if spec.timing == "op_level":
         if plan is None:
             raise ValueError("op-level timing needs its PassPlan")
@@ -96,7 +104,7 @@ def simulate(
         arrays, memo = st.placeholder_plan(), st.allocate_memo(1, 16)
     keys = st.prefix_keys(traffic.pfx_hash, traffic.pfx_src_tokens, spec.block_size, row_blocks)
     pass_rows = pass_rows_estimate(spec, traffic) if capture_passes else 1
-    inputs = traffic_inputs(traffic, spec.load == "concurrency")
+    inputs = traffic_inputs(traffic, workload.closed_loop)
     t0 = time.perf_counter()
     while True:
         req, ranks, blocks, workers, stats, log = st.allocate(
@@ -110,7 +118,7 @@ def simulate(
             spec.block_size,
             inputs,
         )
-        if spec.load == "concurrency":
+        if workload.closed_loop:
             req.arrival_ms[:] = traffic.arrival_ms
         if no_stats is not None:
             req.no_stats[:] = no_stats
@@ -213,8 +221,8 @@ def pass_rows_estimate(spec: EngineSpec, traffic: Traffic) -> int:
         (-(-traffic.prompt_len // max(1, spec.max_tokens))).sum()
     )
     batch = max(1, min(spec.max_seqs * spec.num_ranks, n))
-    if spec.load == "concurrency":
-        batch = max(1, min(batch, spec.concurrency))
+    if traffic.workload.closed_loop:
+        batch = max(1, min(batch, traffic.workload.concurrency))
     return int(tokens / batch * 1.25) + 64 * spec.num_ranks
 
 
@@ -230,15 +238,16 @@ def simulate_until_cutoff(
     from aisim.kernels.codes import ReqStatus
 
     result = simulate(spec, traffic, capture=capture, plan=plan, **kwargs)
-    if spec.max_time_ms == float("inf"):
+    max_time_ms = traffic.workload.max_time_ms
+    if max_time_ms == float("inf"):
         return result
-    reopen_unreported_rejections(result.req, spec.max_time_ms)
+    reopen_unreported_rejections(result.req, max_time_ms)
     status = result.req.status
     open_ = (status == ReqStatus.WAITING) | (status == ReqStatus.RUNNING)
     if not open_.any():
         return result
     result = simulate(spec, traffic, capture=capture, plan=plan, no_stats=open_, **kwargs)
-    reopen_unreported_rejections(result.req, spec.max_time_ms)
+    reopen_unreported_rejections(result.req, max_time_ms)
     return result
 
 

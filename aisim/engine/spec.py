@@ -1,4 +1,7 @@
-"""Resolve a validated Config into one EngineSpec: everything the kernels need, computed once."""
+"""Resolve a validated Config into the EngineSpec of each pool: its deployment, computed once.
+
+The traffic is resolved apart (aisim.engine.workload.WorkloadSpec); the checks that need both
+(can a request finish, does the run's state fit in memory) take both."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from aisim.engine.bounds import (
     never_finishing_message,
     rejected_at_admission,
 )
+from aisim.engine.workload import WorkloadSpec, resolve_workload
 from aisim.errors import CapacityError, ConfigError, NotAvailableError
 from aisim.kernels.codes import Backend, LoadKind, TimingKind
 from aisim.models import ModelArch, load_model
@@ -71,21 +75,8 @@ class EngineSpec:
     prefill_ms: float
     decode_ms: float
     startup_ms: float
-    # traffic
-    num_requests: int
-    load: str  # concurrency | poisson | constant_rate
-    concurrency: int
-    rate_per_s: float
-    seed: int
-    input_tokens: int
-    output_tokens: int
-    cached_prefix_tokens: int
     backend_version: str | None = None  # op-time table version; None = newest
     database_mode: str = "SILICON"
-    trace_path: str | None = None  # trace sources: the resolved JSONL file
-    trace_block_size: int = 0  # tokens per trace hash id
-    trace_speedup: float = 1.0  # trace_timestamps load: timestamps are divided by it
-    max_time_ms: float = float("inf")  # soft cut-off (stop.max_virtual_time_seconds)
     nextn: int = 0  # native MTP depth
     nextn_accepted: float | None = None  # mean accepted drafts per step (required iff nextn)
     moe_tensor: int = 1  # MoE parallelism (op-level pricing of MoE models)
@@ -107,6 +98,7 @@ class EngineSpec:
 
     def kernel_params(
         self,
+        workload: WorkloadSpec,
         capture: bool,
         lazy_decode: bool = True,
         check_invariants: bool = False,
@@ -133,30 +125,33 @@ class EngineSpec:
             ),
             prefill_ms=float(self.prefill_ms),
             decode_ms=float(self.decode_ms),
-            load_kind=int(LoadKind.CONCURRENCY if self.load == "concurrency" else LoadKind.OPEN),
-            concurrency=self.concurrency,
+            load_kind=int(LoadKind.CONCURRENCY if workload.closed_loop else LoadKind.OPEN),
+            concurrency=workload.concurrency,
             capture=bool(capture),
             # bursts are random, so MTP decoders cannot be advanced implicitly
             lazy_decode=bool(lazy_decode) and self.nextn == 0,
             check_invariants=bool(check_invariants),
-            max_time_ms=float(self.max_time_ms),
+            max_time_ms=float(workload.max_time_ms),
             nextn=int(self.nextn),
             capture_passes=bool(capture_passes),
         )
 
 
-def resolve(cfg) -> EngineSpec:
-    """Config -> EngineSpec; raises ConfigError / NotAvailableError / CapacityError."""
+def resolve(cfg, workload: WorkloadSpec | None = None) -> EngineSpec:
+    """Config (mode aggregated) -> EngineSpec, checked against the config's workload (or the
+    given one); raises ConfigError / NotAvailableError / CapacityError."""
     from aisim.config import unsupported_features
 
     missing = unsupported_features(cfg)
     if missing:
         raise NotAvailableError(f"{cfg.source_path}: {missing[0]}")
-    return resolve_role(cfg, "aggregated")
+    return resolve_role(cfg, "aggregated", workload or resolve_workload(cfg))
 
 
-def resolve_role(cfg, role: str) -> EngineSpec:
-    """The EngineSpec of one worker role: aggregated, or prefill / decode (P/D)."""
+def resolve_role(cfg, role: str, workload: WorkloadSpec) -> EngineSpec:
+    """The EngineSpec of one worker role: aggregated, or prefill / decode (P/D); the workload
+    is checked against it (a synthetic request that can never finish is refused here, a trace's
+    requests once loaded)."""
     eng = cfg.engine
     worker = eng.workers[role]
     base = Path(cfg.source_path).parent if cfg.source_path else None
@@ -188,9 +183,6 @@ def resolve_role(cfg, role: str) -> EngineSpec:
     timing_kind = getattr(timing, "TYPE", "fixed")
     if timing_kind == "default":
         timing_kind = "op_level"
-    src = cfg.traffic.source
-    load = cfg.traffic.load
-    load_kind = getattr(load, "TYPE", "concurrency")
     spec = EngineSpec(
         role=role,
         backend=eng.backend,
@@ -221,15 +213,6 @@ def resolve_role(cfg, role: str) -> EngineSpec:
         decode_ms=float(getattr(timing, "decode_ms", 0.0) or 0.0),
         # AISimulate 0.13 accepts startup_seconds but its replay ignores it (pinned golden)
         startup_ms=0.0,
-        num_requests=cfg.traffic.stop.num_requests(load) or 0,
-        load=load_kind,
-        concurrency=int(getattr(load, "concurrency", 0) or 0),
-        rate_per_s=float(getattr(load, "requests_per_second", 0.0) or 0.0),
-        seed=int(getattr(load, "seed", 42) or 0),
-        input_tokens=getattr(src, "input_tokens", 0),
-        output_tokens=getattr(src, "output_tokens", 0),
-        cached_prefix_tokens=getattr(src, "cached_prefix_tokens", 0),
-        **_trace_fields(cfg),
         nextn=eng.nextn,
         nextn_accepted=eng.nextn_accepted,
         kv_precision=kv_precision,
@@ -237,43 +220,27 @@ def resolve_role(cfg, role: str) -> EngineSpec:
         quant_modes=quant_modes(eng, worker, f"{cfg.source_path}: {wpath}"),
     )
     check_pass_time(spec, cfg.source_path)
-    if spec.trace_path is None:
-        _check_can_finish(cfg, spec)  # traces check each request once loaded (traffic_trace)
+    if workload.trace_path is None:
+        _check_can_finish(cfg, spec, workload)
         check_state_fits(
             spec,
-            spec.num_requests,
-            spec.input_tokens + _output_tokens(spec),
+            workload.num_requests,
+            workload.input_tokens + _output_tokens(spec, workload),
             cfg.source_path,
             "traffic.stop.requests",
         )
     return spec
 
 
-def _output_tokens(spec: EngineSpec) -> int:
+def _output_tokens(spec: EngineSpec, workload: WorkloadSpec) -> int:
     """Tokens a synthetic request emits: truncated to the context, clamped to the TRT-LLM pool
     (as aisim.traffic.synthetic does, in Python integers)."""
-    p, o = spec.input_tokens, spec.output_tokens
+    p, o = workload.input_tokens, workload.output_tokens
     if spec.max_model_len is not None and p < spec.max_model_len:
         o = min(o, spec.max_model_len - p)
     if spec.backend == "trtllm":
         o = min(o, spec.num_blocks * spec.block_size - p)
     return max(o, 0)
-
-
-def _trace_fields(cfg) -> dict:
-    """EngineSpec fields of a trace source (request count comes from the file)."""
-    src, load, stop = cfg.traffic.source, cfg.traffic.load, cfg.traffic.stop
-    fields: dict = {}
-    if stop.max_virtual_time_seconds is not None:
-        fields["max_time_ms"] = float(stop.max_virtual_time_seconds) * 1000.0
-    if src.TYPE != "trace":
-        return fields
-    fields.update(
-        trace_path=str(src.paths[0]),
-        trace_block_size=int(src.block_size),
-        trace_speedup=float(getattr(load, "speedup", 1.0) or 1.0),
-    )
-    return fields
 
 
 def gpu_system(hardware: str = "b200_sxm") -> dict:
@@ -364,14 +331,14 @@ def _fixed_blocks(cfg, kvc, model: ModelArch, tensor: int, path: str) -> int:
     return blocks
 
 
-def no_request_can_complete(cfg, spec: EngineSpec) -> str | None:
+def no_request_can_complete(cfg, spec: EngineSpec, workload: WorkloadSpec) -> str | None:
     """Why no request of a synthetic workload can complete (each is rejected at admission),
     or None. Such a run is simulated as AISimulate does it (outputs written, exit 1);
     `aisim validate` says so up front with this reason."""
-    if spec.trace_path is not None:
+    if workload.trace_path is not None:
         return None
     wpath = f"engine.workers.{spec.role}"
-    p, bs = spec.input_tokens, spec.block_size
+    p, bs = workload.input_tokens, spec.block_size
     if spec.max_model_len is not None and p >= spec.max_model_len:
         limit = (
             f"{wpath}.context_length"
@@ -394,11 +361,11 @@ def no_request_can_complete(cfg, spec: EngineSpec) -> str | None:
     return None
 
 
-def _check_can_finish(cfg, spec: EngineSpec) -> None:
+def _check_can_finish(cfg, spec: EngineSpec, workload: WorkloadSpec) -> None:
     """Reject deployments on which a request can never finish (AISimulate loops or aborts)."""
     where = f"{cfg.source_path}: engine.workers.{spec.role}"
-    p = spec.input_tokens
-    stuck, need, out = never_finishing(spec, [p], [spec.output_tokens])
+    p = workload.input_tokens
+    stuck, need, out = never_finishing(spec, [p], [workload.output_tokens])
     if stuck[0]:
         raise CapacityError(never_finishing_message(where, p, int(out[0]), int(need[0]), spec))
     if rejected_at_admission(spec, [p])[0]:
