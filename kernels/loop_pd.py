@@ -10,8 +10,10 @@ worker's next pass boundary, and from then on decodes like any running request.
 At each distinct event time T, until nothing changes: apply the pass completions at T (in
 pass-start order), then the transfer completions, then the arrivals, then execute the queued
 handoff actions FIFO. Then start passes on idle prefill workers with work, then on idle decode
-workers with work. Closed-loop replacements spawned while T is processed are routed after
-those pass starts, in a second round at T (unlike the aggregated loop).
+workers with work. A request is released for routing once per round, after the actions and
+before the pass starts, and routed in the next round at T: a closed-loop replacement spawned
+by a completion or an action is routed after the passes starting at T have started (unlike the
+aggregated loop), one spawned by a zero-duration pass a round later still.
 """
 
 import numpy as np
@@ -256,6 +258,7 @@ def run_disaggregated(
     n_wp = params_p.num_workers
     n_wd = params_d.num_workers
     routed = 0
+    released = stats.counters[CNT_SPAWNED]  # requests the next round may route (by index)
     t = 0.0
     again = False  # work queued at t (a stalled decode pass reserved, a zero prefill pass ended)
     visited = False  # the loop has processed an instant (the first round of t routes nothing)
@@ -289,7 +292,6 @@ def run_disaggregated(
         first_round = not visited or t_next > t
         visited = True
         t = t_next
-        spawned_before = stats.counters[CNT_SPAWNED]
         while True:
             changed = False
             # --- pass completions at t, in pass-start order (prefill before decode on ties)
@@ -350,7 +352,7 @@ def run_disaggregated(
                     kept += 1
             pd.scalars[PD_XFERS] = kept
             # --- arrivals at t, from the second round of the instant on
-            while not first_round and routed < spawned_before and req_d.arrival_ms[routed] <= t:
+            while not first_round and routed < released and req_d.arrival_ms[routed] <= t:
                 enqueue(pd, PDAction.SUBMIT, routed)
                 routed += 1
                 changed = True
@@ -377,6 +379,10 @@ def run_disaggregated(
                 changed = True
             if not changed:
                 break
+        # the requests spawned so far are routed from the next round on; those a zero-duration
+        # pass spawns below wait one round more (observed: a replacement of a request a zero
+        # prefill pass rejects misses the pass its predecessor's sibling starts)
+        released = stats.counters[CNT_SPAWNED]
         # --- start passes: idle prefill workers with work, then idle decode workers. A prefill
         # pass of zero duration (whole-prompt hits only, or a zero prefill time) ends as it
         # starts: its prompts become source held at once and the worker is driven again, all
