@@ -113,13 +113,14 @@ def pass_time(p, plan, memo, bs_p, isl, pfx, bs_d, ctx, sum_new, sum_ctx):
             decode = p.decode_ms
     else:
         if bs_p > 0 and isl != pfx:
+            # AISimulate's evaluation order: each power first, the terms added left to right.
+            # Another order changes the last bit and, on a half-nanosecond tie, the rounded ns
+            # (a 35,000-token prefill: 1063.645472 ms, not ...473; docs/rules.md 4.6)
             t = float(bs_p * (isl - pfx))
-            prefill = 4.209989e-7 * t * t + 1.518344e-2 * t + 16.50142
+            prefill = 4.209989e-7 * (t * t) + 1.518344e-2 * t + 16.50142
         if bs_d > 0:
             u = min(1.0, float(sum_ctx) / float(p.num_blocks * p.block_size))
-            # the square first, added to the linear part: AISimulate's evaluation order, which
-            # decides the last bit and, after rounding to whole ns, sometimes a nanosecond
-            decode = max(1.0, -25.74 * (u * u) + (54.01 * u + 5.74))
+            decode = max(1.0, -25.74 * (u * u) + 54.01 * u + 5.74)
     return prefill, decode
 
 

@@ -399,13 +399,13 @@ class Rank:
                     prefill = cfg.prefill_ms
                 else:
                     t = float(bs_p * (isl - pfx))
-                    prefill = 4.209989e-7 * t * t + 1.518344e-2 * t + 16.50142
+                    prefill = 4.209989e-7 * (t * t) + 1.518344e-2 * t + 16.50142
         if bs_d > 0:
             if cfg.timing == "fixed":
                 decode = cfg.decode_ms
             else:
                 u = min(1.0, sum_ctx / (cfg.num_blocks * cfg.block_size))
-                decode = max(1.0, -25.74 * (u * u) + (54.01 * u + 5.74))
+                decode = max(1.0, -25.74 * (u * u) + 54.01 * u + 5.74)
         return round_ns(prefill), round_ns(decode)
 
     def emit(self, now: float) -> None:
