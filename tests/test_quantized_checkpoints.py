@@ -205,3 +205,36 @@ def test_quant_mode_overrides_on_mla_models_are_refused(tmp_path: Path) -> None:
     ):
         lines = unsupported_features(load_config(path, (override,)))
         assert len(lines) == 1 and "quant_mode" in lines[0] and "not available" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "engine.kvcache_quant_mode=fp8",
+        "engine.gemm_quant_mode=fp8",
+        "engine.model=Qwen/Qwen3-32B-FP8",
+    ],
+)
+def test_fp8_on_a_gpu_without_fp8_tensor_cores_is_refused_in_one_line(tmp_path, override) -> None:
+    """a100_sxm has neither fp8 rows nor an fp8 tensor-core rate: the plan is refused in one
+    line (AISimulate fails such a run too), never a traceback or a silent bf16 price."""
+    from aisim.engine.spec import resolve
+    from aisim.errors import OpTableError
+    from aisim.timing.provider import plan_for
+
+    overrides = ("engine.hardware=a100_sxm", override)
+    cfg = load_config(str(_config(tmp_path, "Qwen/Qwen3-32B")), overrides)
+    with pytest.raises(OpTableError) as err:
+        plan_for(resolve(cfg), "c.yaml: engine.workers.aggregated")
+    assert "\n" not in str(err.value) and "fp8" in str(err.value)
+
+
+def test_a_dtype_the_gpu_does_not_rate_names_the_gpu() -> None:
+    from aisim.engine.spec import gpu_system
+    from aisim.errors import OpTableError
+    from aisim.timing.system import GpuSystem
+
+    a100 = GpuSystem.from_dict(gpu_system("a100_sxm"))
+    assert a100.tensor_flops("bfloat16") > 0
+    with pytest.raises(OpTableError, match=r"^a100_sxm has no fp8 tensor-core compute"):
+        a100.tensor_flops("fp8")

@@ -77,5 +77,17 @@ class GpuSystem:
         return self.inter_node_bw if self.inter_rack_bw is None else self.inter_rack_bw
 
     def tensor_flops(self, dtype: str) -> float:
-        """Tensor-core FLOP/s of a table dtype (KeyError for a dtype the system does not rate)."""
-        return self.flops[_DTYPE_FLOPS_KEY[dtype]]
+        """Tensor-core FLOP/s of a table dtype; OpTableError when the GPU has no tensor-core
+        rate for it (fp8 on an A100: AISimulate refuses such a run too)."""
+        key = _DTYPE_FLOPS_KEY[dtype]
+        if key not in self.flops:
+            from aisim.errors import OpTableError
+
+            rated = sorted(d for d, k in _DTYPE_FLOPS_KEY.items() if k in self.flops)
+            raise OpTableError(
+                f"{self.hardware or 'this GPU'} has no {dtype} tensor-core compute (it rates "
+                f"{', '.join(rated)}), so the {dtype} GEMMs / attention of this deployment "
+                "cannot be priced; use bfloat16 weights and KV cache here, or a GPU with fp8 "
+                "(h100_sxm, h200_sxm, b200_sxm, ...)"
+            )
+        return self.flops[key]
