@@ -114,3 +114,8 @@ class OpTableError(AisimError):
             super().__init__(op)
         else:
             super().__init__(f"op-time table miss: op {op}, key {key}: {detail}")
+
+
+class EmptyTableError(OpTableError):
+    """A table family the run must load holds no rows at all: refused even when no pass is
+    ever priced (AISimulate loads it up front), unlike a key miss."""

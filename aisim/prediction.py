@@ -201,9 +201,13 @@ def _shared_plan_and_memo(memos: dict, spec, where: str, rejects_all):
 
 def kv_precision_field(specs) -> dict:
     """AISimulate reports the KV dtype of every role whose pool the memory model sized
-    (capacity {type: default}), and nothing when every capacity is fixed."""
+    (capacity {type: default}), and nothing when every capacity is fixed; the source says
+    whether a kvcache_quant_mode set it or the checkpoint's policy did."""
     roles = {
-        spec.role: {"dtype": spec.kv_precision, "source": "aisimulate_policy"}
+        spec.role: {
+            "dtype": spec.kv_precision,
+            "source": "user_override" if spec.quant_modes[2] else "aisimulate_policy",
+        }
         for spec in specs
         if spec.kv_precision is not None
     }

@@ -76,3 +76,34 @@ def test_a_group_beyond_the_measured_ones_on_b60_is_refused() -> None:
     config = GOLDEN / "hw-b60-mtp-vllm" / "config.yaml"
     with pytest.raises(NotAvailableError, match=r"oneccl tables.*at most 4 GPUs"):
         run_prediction(str(config), ("engine.workers.aggregated.parallelism.tensor=8",))
+
+
+def test_a_version_without_gemm_rows_of_its_own_is_refused_even_if_nothing_runs(tmp_path) -> None:
+    """vLLM next (0.31.0) on b200_sxm has no folder of its own: with enable_shared_layer false
+    its GEMM table is empty, which AISimulate refuses before any pass, even when every request
+    would be rejected without one (a pool smaller than a prompt)."""
+    from aisim.errors import EmptyTableError
+    from aisim.prediction import run_prediction
+
+    (tmp_path / "c.yaml").write_text(
+        """
+traffic:
+  source: {type: synthetic, input_tokens: 1500, output_tokens: 3}
+  load: {type: concurrency, concurrency: 4}
+  stop: {requests: 8}
+engine:
+  model: Qwen/Qwen3-8B
+  hardware: b200_sxm
+  backend: vllm
+  backend_version: next
+  enable_shared_layer: false
+  workers:
+    aggregated:
+      parallelism: {tensor: 1}
+      scheduler: {max_batched_tokens: 2048, max_sequences: 8}
+      kv_cache: {block_size: 16, capacity: {type: fixed, blocks: 93}}
+      timing: {type: default}
+"""
+    )
+    with pytest.raises(EmptyTableError, match=r"0\.31\.0 tables of b200_sxm hold no GEMM rows"):
+        run_prediction(str(tmp_path / "c.yaml"))

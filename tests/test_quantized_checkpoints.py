@@ -238,3 +238,23 @@ def test_a_dtype_the_gpu_does_not_rate_names_the_gpu() -> None:
     assert a100.tensor_flops("bfloat16") > 0
     with pytest.raises(OpTableError, match=r"^a100_sxm has no fp8 tensor-core compute"):
         a100.tensor_flops("fp8")
+
+
+@pytest.mark.parametrize(
+    ("model", "override", "field"),
+    [
+        ("nvidia/Qwen3-235B-A22B-NVFP4", None, "engine.model"),
+        ("Qwen/Qwen3-30B-A3B", "engine.moe_quant_mode=nvfp4", "engine.moe_quant_mode"),
+        (
+            "Qwen/Qwen3-30B-A3B",
+            "engine.workers.aggregated.timing.moe_quant_mode=nvfp4",
+            "engine.workers.aggregated.timing.moe_quant_mode",
+        ),
+    ],
+)
+def test_nvfp4_experts_on_trtllm_are_refused(tmp_path: Path, model, override, field) -> None:
+    overrides = ["engine.backend=trtllm"] + ([override] if override else [])
+    lines = unsupported_features(load_config(str(_config(tmp_path, model)), overrides))
+    assert len(lines) == 1 and lines[0].startswith(f"{field}: ") and "NVFP4 experts" in lines[0]
+    vllm = [o for o in overrides if "backend" not in o]
+    assert unsupported_features(load_config(str(_config(tmp_path, model)), vllm)) == []

@@ -20,7 +20,7 @@ from aisim.kernels import optime_pass as KP
 from aisim.kernels.optime_attention import GridSlice
 from aisim.models import ModelArch
 from aisim.timing.leaf_attention import absent_grid
-from aisim.timing.leaf_dispatch import dispatch_curves, trtllm_gathers
+from aisim.timing.leaf_dispatch import dispatch_curves, gather_scale
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites
 from aisim.timing.leaf_moe import moe_curve
 from aisim.timing.plan_record import Deployment, OpRow, PassPlan, allreduce_scalars, assemble
@@ -113,16 +113,7 @@ def build_deepseek_plan(
 
     h = model.hidden_size
     L = model.num_layers
-    # TRT-LLM on an SM 100 GPU gathers fp8 MoE inputs at one byte per element: half the bf16
-    # message (the NCCL all_gather of attention-DP only: the attention-TP allreduce moves bf16)
-    gather = (
-        0.5
-        if deployment.backend == "trtllm"
-        and dtypes.gemm in ("fp8", "fp8_block")
-        and adp > 1
-        and trtllm_gathers(system)
-        else 1.0
-    )
+    gather = gather_scale(deployment.backend, dtypes.gemm, adp, system)
     shared_inter = _shared_inter(model, shared_tp)
 
     def moe_block(phase: str, layer: float) -> tuple[list[OpRow], list[OpRow]]:

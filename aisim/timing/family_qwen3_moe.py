@@ -12,7 +12,7 @@ from __future__ import annotations
 from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
 from aisim.timing.leaf_attention import gqa_attention
-from aisim.timing.leaf_dispatch import dispatch_curves
+from aisim.timing.leaf_dispatch import dispatch_curves, gather_scale
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites
 from aisim.timing.leaf_moe import moe_curve
 from aisim.timing.plan_record import Deployment, OpRow, PassPlan, allreduce_scalars, assemble
@@ -73,6 +73,7 @@ def build_qwen3_moe_plan(
         where=where,
     )
     comm = dispatch_curves(tables, deployment.backend, t, adp, num_gpus, where, system)
+    gather = gather_scale(deployment.backend, moe_dtype, adp, system)
 
     rows: list[OpRow] = []
     for phase in ("context", "generation"):
@@ -90,7 +91,7 @@ def build_qwen3_moe_plan(
         if model.num_experts >= MIN_PRICED_ROUTER_EXPERTS:
             rows.append(OpRow(phase, "router_gemm", KP.OP_GEMM_TOKENS, "router_gemm", 0.0, layer))
         rows += [
-            OpRow(phase, "moe_pre_dispatch", KP.OP_NCCL_ALL_GATHER, None, float(h * adp), layer),
+            OpRow(phase, "moe_pre_dispatch", KP.OP_NCCL_ALL_GATHER, None, h * adp * gather, layer),
             OpRow(phase, "moe", KP.OP_MOE, None, 0.0, layer),
             OpRow(
                 phase, "moe_post_dispatch", KP.OP_NCCL_REDUCE_SCATTER, None, float(h * adp), layer

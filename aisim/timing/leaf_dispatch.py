@@ -71,6 +71,16 @@ def trtllm_gathers(system: GpuSystem) -> bool:
     return system.sm_version == 100
 
 
+def gather_scale(backend: str, dtype: str, attention_dp: int, system: GpuSystem) -> float:
+    """The pre-dispatch all_gather's message per bf16 element: TRT-LLM on an SM 100 GPU gathers
+    fp8 MoE inputs at one byte per element, half the bf16 message (the all_gather of
+    attention-DP only; the attention-TP allreduce moves bf16)."""
+    fp8 = dtype in ("fp8", "fp8_block")
+    if backend == "trtllm" and fp8 and attention_dp > 1 and trtllm_gathers(system):
+        return 0.5
+    return 1.0
+
+
 def _tp_dp_curves(
     tables: Tables, backend: str, t: int, adp: int, num_gpus: int, where: str, system: GpuSystem
 ) -> DispatchCurves:

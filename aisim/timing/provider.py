@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from aisim.config.registry import current_version
-from aisim.errors import AisimError, NotAvailableError, OpTableError
+from aisim.errors import AisimError, EmptyTableError, NotAvailableError, OpTableError
 
 # at import: a run's wall_time_ms excludes loading the plan builders
 from aisim.timing.families import build_plan, check_priced, is_moe_model, table_families
@@ -101,6 +101,15 @@ def plan_for(spec, where: str):
             )
             for fam, cols in tables.items()
         }
+    gemm = tables.get("gemm")
+    if gemm is not None and not any(len(v) for v in gemm.values()):
+        # AISimulate loads its GEMM table before any pass and refuses the run when it is empty,
+        # even if every request is then rejected without a pass (docs/timing.md 5)
+        raise EmptyTableError(
+            f"{where}.timing: the {deployment.backend} {deployment.version} tables of {hardware}"
+            " hold no GEMM rows"
+            + (" of their own (enable_shared_layer: false); set it true" if primary_only else "")
+        )
     try:
         plan = build_plan(model, tables, system, deployment)
     except AisimError as exc:
@@ -116,6 +125,8 @@ def plan_unless_unpriced(spec, where: str, rejects_all):
     table miss (docs/timing.md 5)."""
     try:
         return plan_for(spec, where)
+    except EmptyTableError:
+        raise
     except OpTableError:
         if not rejects_all():
             raise
