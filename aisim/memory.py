@@ -230,17 +230,17 @@ def checkpoint_kv_bytes_per_token(model: ModelArch, tensor: int) -> int:
     )
 
 
-def transfer_kv_bytes_per_token(model: ModelArch, tensor: int) -> int:
+def transfer_kv_bytes_per_token(model: ModelArch, tensor: int, kvcache_quant_mode: str = "") -> int:
     """P/D `kv_transfer.bytes_per_token: auto`: KV bytes of one token on one source rank at the
-    checkpoint's dtype (torch_dtype), whatever the KV cache quantization [observed: AISimulate's
-    lowered spec has 61 x 576 x 2 = 70272 for DeepSeek-V3 and V3.2 (fp8 KV cache, no indexer
-    keys), at prefill TP 1 and 8]."""
+    checkpoint's dtype (torch_dtype), whatever the checkpoint's KV cache quantization [observed:
+    AISimulate's lowered spec has 61 x 576 x 2 = 70272 for DeepSeek-V3 and V3.2 (fp8 KV cache,
+    no indexer keys), at prefill TP 1 and 8], or at the source role's `kvcache_quant_mode`
+    when one is set [observed: fp8 halves the transfer of Qwen3-8B at 25 GB/s]."""
+    elem = _QUANT_BYTES[kvcache_quant_mode] if kvcache_quant_mode else model.dtype_bytes
     family = model_family(model)
     if family in ("deepseek", "deepseek_v32"):
-        return int(
-            model.num_layers * (model.kv_lora_rank + model.qk_rope_head_dim) * model.dtype_bytes
-        )
-    return int(kv_bytes_per_token(model, family, tensor=tensor, kv_bytes=model.dtype_bytes))
+        return int(model.num_layers * (model.kv_lora_rank + model.qk_rope_head_dim) * elem)
+    return int(kv_bytes_per_token(model, family, tensor=tensor, kv_bytes=elem))
 
 
 @dataclass(frozen=True)

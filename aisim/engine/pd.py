@@ -104,7 +104,9 @@ def resolve_pd(cfg) -> PDSpec:
             bandwidth = float(kvt.bandwidth_gb_per_second)
         if kvt.bytes_per_token == "auto":
             # KV bytes of one token on one source (prefill) rank
-            bytes_per_token = float(transfer_kv_bytes_per_token(prefill.model, prefill.tensor))
+            bytes_per_token = float(
+                transfer_kv_bytes_per_token(prefill.model, prefill.tensor, prefill.quant_modes[2])
+            )
         else:
             bytes_per_token = float(kvt.bytes_per_token)
     transfer = st.TransferParams(bytes_per_token, bandwidth, full_prompt)
