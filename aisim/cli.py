@@ -355,8 +355,8 @@ def validate(config_path: str, overrides: tuple[str, ...]) -> None:
 def _check_priced(cfg, spec, first, workload) -> None:
     """The op plan predict would build for the spec's pool (its tables, its op families)."""
     from aisim.engine.bounds import rejected_at_admission
-    from aisim.engine.pd import role_traffic
     from aisim.timing.provider import plan_unless_unpriced
+    from aisim.traffic import role_traffic
 
     def rejects_all():  # as predict decides it: on the traffic of the first pool
         prompts = role_traffic(first, workload).prompt_len

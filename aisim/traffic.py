@@ -70,3 +70,13 @@ def synthetic(spec: EngineSpec, workload: WorkloadSpec) -> Traffic:
         pfx_hash=pfx_hash,
         workload=workload,
     )
+
+
+def role_traffic(spec: EngineSpec, workload: WorkloadSpec) -> Traffic:
+    """One pool's view of the workload's requests (a synthetic source or a trace): its block
+    size keys the prefix hashes, its limits clamp the output lengths."""
+    if workload.trace_path is not None:
+        from aisim.traffic_trace import trace_traffic
+
+        return trace_traffic(spec, workload)
+    return synthetic(spec, workload)

@@ -23,7 +23,7 @@ from aisim.engine.spec import EngineSpec, resolve_role
 from aisim.engine.workload import WorkloadSpec, resolve_workload
 from aisim.errors import CapacityError, NotAvailableError
 from aisim.kernels.codes import ReqStatus, Role, RunResult
-from aisim.traffic import Traffic
+from aisim.traffic import Traffic, role_traffic
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,9 @@ def resolve_pd(cfg) -> PDSpec:
         if kvt.bytes_per_token == "auto":
             # KV bytes of one token on one source (prefill) rank
             bytes_per_token = float(
-                transfer_kv_bytes_per_token(prefill.model, prefill.tensor, prefill.quant_modes[2])
+                transfer_kv_bytes_per_token(
+                    prefill.model, prefill.tensor, prefill.kvcache_quant_mode
+                )
             )
         else:
             bytes_per_token = float(kvt.bytes_per_token)
@@ -240,18 +242,6 @@ def load_engine_pd(pdspec: PDSpec) -> None:
     plans = [(st.placeholder_plan(), st.allocate_memo(1, 16)) for _ in range(2)]
     traffic_p = synthetic(pdspec.prefill, IDLE_WORKLOAD)
     _run(idle, traffic_p, synthetic(pdspec.decode, IDLE_WORKLOAD), False, plans, 1)
-
-
-def role_traffic(spec: EngineSpec, workload: WorkloadSpec) -> Traffic:
-    """One role's view of the requests: its block size keys the prefix hashes, its limits
-    clamp the output lengths."""
-    if workload.trace_path is not None:
-        from aisim.traffic_trace import trace_traffic
-
-        return trace_traffic(spec, workload)
-    from aisim.traffic import synthetic
-
-    return synthetic(spec, workload)
 
 
 def simulate_pd(

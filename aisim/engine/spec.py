@@ -88,6 +88,11 @@ class EngineSpec:
     quant_modes: tuple[str, str, str, str] = ("", "", "", "")
 
     @property
+    def kvcache_quant_mode(self) -> str:
+        """The role's kvcache_quant_mode override ("" = the checkpoint's KV dtype)."""
+        return self.quant_modes[QUANT_MODE_KEYS.index("kvcache")]
+
+    @property
     def num_ranks(self) -> int:
         return self.replicas * self.dp_size
 

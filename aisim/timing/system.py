@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aisim.errors import OpTableError
+
 # bytes per element, per table dtype name
 DTYPE_BYTES = {
     "bfloat16": 2.0,
@@ -81,8 +83,6 @@ class GpuSystem:
         rate for it (fp8 on an A100: AISimulate refuses such a run too)."""
         key = _DTYPE_FLOPS_KEY[dtype]
         if key not in self.flops:
-            from aisim.errors import OpTableError
-
             rated = sorted(d for d, k in _DTYPE_FLOPS_KEY.items() if k in self.flops)
             raise OpTableError(
                 f"{self.hardware or 'this GPU'} has no {dtype} tensor-core compute (it rates "
