@@ -335,7 +335,7 @@ class Rank:
             n = min(remaining, budget)
             if n == 0 and remaining > 0:  # a fully cached prompt needs no budget
                 break
-            if not cfg.chunked_prefill and remaining > budget:
+            if not cfg.chunked_prefill and fresh and remaining > budget:
                 break
             if defer and remaining > 1:
                 break
