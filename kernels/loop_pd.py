@@ -77,8 +77,8 @@ def _end_prefill_pass(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, 
 @helper
 def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
     """Decode pass end: tokens and retirements, a reservation retry per rank, then the
-    activations deferred while the pass ran (each applied one retries again). A rank whose
-    pass preempted or retired a request moves on to a new capacity generation first.
+    activations deferred while the pass ran are queued (each applied one retries again). A
+    rank whose pass preempted or retired a request moves on to a new capacity generation first.
 
     Inlined, unlike the prefill pool's: decode passes are ~97% of a P/D run's passes, and an
     out-of-line call copies every array descriptor of its arguments (~90 arrays) per pass."""
@@ -93,11 +93,15 @@ def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, 
         if ranks.run_len[r] < pd.run_mark[r]:
             pd.cap_gen[r] += 1  # a request retired
         retry(pd, p, req, ranks, blocks, pfx_hash, r, t_ms)
+    # the deferred activations rejoin the action queue (rank by rank, each rank's in transfer
+    # completion order) behind the actions queued so far at t: a prompt that became source
+    # held at a prefill pass end earlier in this instant reserves its destination before their
+    # blocks become hittable (observed: 9 hit blocks, not 15, in difftest case s14-00437)
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         while pd.dact_head[r] >= 0:
             q = fifo_pop(pd.dlink, pd.dact_head, pd.dact_tail, r)
-            apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms)
+            enqueue(pd, PDAction.ACTIVATE, q)
 
 
 @kernel
