@@ -3,7 +3,8 @@
 The curve (`MoeCurve`) is sorted x (global tokens = local tokens x attention-DP) with latency y
 (ms per layer for the whole fused gate/up/down expert computation) and leaf energy en (W*ms, 0
 where the table has no power), read by optime_interp.curve_le (exact or raw linear inside,
-utilisation hold on the nearest boundary point outside).
+utilisation hold on the nearest boundary point outside). A second curve (ll_*) holds TRT-LLM's
+min-latency kernel rows, read instead up to par[MOE_LL_TOKENS] global tokens.
 
 `par` (float64[MOE_PAR_SIZE]) holds the slice's SOL constants (MOE_* below).
 
@@ -28,6 +29,7 @@ MOE_FLOPS = 7  # tensor FLOP/s of the MoE dtype
 MOE_MEM_BW = 8
 MOE_DP = 9  # attention-DP: global tokens = local tokens x this
 MOE_GATED = 10  # GEMMs per expert: 3 when gated (gate, up, down), else 2
+MOE_LL_TOKENS = 11  # the min-latency curve serves passes of at most this many global tokens
 MOE_PAR_SIZE = 12
 
 
@@ -38,6 +40,9 @@ class MoeCurve(NamedTuple):
     y: np.ndarray  # float64[n] ms per layer
     en: np.ndarray  # float64[n] W*ms (0 = no power)
     par: np.ndarray  # float64[MOE_PAR_SIZE]
+    ll_x: np.ndarray  # the min-latency kernel's curve, same units (unused when
+    ll_y: np.ndarray  # par[MOE_LL_TOKENS] < 0)
+    ll_en: np.ndarray
 
 
 @helper
@@ -69,15 +74,19 @@ def moe_sol_ms(tokens, par):
 @kernel
 def moe_le(local_tokens, moe):
     """(latency ms, energy W*ms) of one MoE layer at `local_tokens` tokens of this rank (the
-    curve is read at global tokens = local x attention-DP)."""
+    curve is read at global tokens = local x attention-DP; small passes read the min-latency
+    curve when the plan has one)."""
     par = moe.par
-    x = moe.x
     tokens = local_tokens * par[MOE_DP]
+    if tokens <= par[MOE_LL_TOKENS]:
+        x, y, en = moe.ll_x, moe.ll_y, moe.ll_en
+    else:
+        x, y, en = moe.x, moe.y, moe.en
     return curve_le(
         tokens,
         x,
-        moe.y,
-        moe.en,
+        y,
+        en,
         moe_sol_ms(tokens, par),
         moe_sol_ms(x[0], par),
         moe_sol_ms(x[x.shape[0] - 1], par),

@@ -252,9 +252,9 @@ def test_a_dtype_the_gpu_does_not_rate_names_the_gpu() -> None:
         ),
     ],
 )
-def test_nvfp4_experts_on_trtllm_are_refused(tmp_path: Path, model, override, field) -> None:
-    overrides = ["engine.backend=trtllm"] + ([override] if override else [])
-    lines = unsupported_features(load_config(str(_config(tmp_path, model)), overrides))
-    assert len(lines) == 1 and lines[0].startswith(f"{field}: ") and "NVFP4 experts" in lines[0]
-    vllm = [o for o in overrides if "backend" not in o]
-    assert unsupported_features(load_config(str(_config(tmp_path, model)), vllm)) == []
+def test_nvfp4_experts_are_priced_on_both_backends(tmp_path: Path, model, override, field) -> None:
+    # the pricing itself: tests/test_trtllm_nvfp4_experts.py and the quant-*-nvfp4-trtllm goldens
+    for backend in ("trtllm", "vllm"):
+        overrides = [f"engine.backend={backend}"] + ([override] if override else [])
+        cfg = load_config(str(_config(tmp_path, model)), overrides)
+        assert unsupported_features(cfg) == [], (backend, field)

@@ -38,7 +38,6 @@ NOT_YET_AVAILABLE = frozenset(
         "kv_offload",  # host_offload, g3_offload, kvcr, state_cache, prefix_match_unit
         "host_model",  # host_loop, frontend, host_profile, vision
         "checkpoint_quantization",  # quantized checkpoints other than DeepSeek fp8_block
-        "trtllm_nvfp4_experts",  # NVFP4 routed experts priced op by op on TRT-LLM
     }
 )
 """Feature ids that aisim does not implement yet."""
@@ -53,7 +52,6 @@ _FIXES = {
     "(AISimulate's defaults and its packaged database)",
     "default_capacity": "set capacity: {type: fixed, blocks: N}",
     "op_level_timing": "it comes with the op-time table",
-    "trtllm_nvfp4_experts": "use backend vllm, or BF16 / block-scaled fp8 experts on TRT-LLM",
     "checkpoint_quantization": "use the unquantized (BF16), a block-scaled fp8 or an NVFP4 "
     "checkpoint, or fixed / polynomial timing with a fixed KV capacity (they do not read the "
     "precision)",
@@ -82,27 +80,6 @@ def _is_moe(cfg: Config) -> bool:
     """Whether engine.model has routed experts (True when it cannot be read: resolve says why)."""
     model = _model(cfg)
     return model is None or model.num_experts > 0
-
-
-def _trtllm_nvfp4_experts(cfg: Config) -> str | None:
-    """The field that gives a TRT-LLM MoE model NVFP4 experts in a role priced op by op, or
-    None. AISimulate's price of them is not found yet (Qwen3-30B-A3B TP4 EP4 on b200_sxm: min
-    ITL 4.05 ms where aisim's read of the NVFP4 MoE table gives 4.95 ms); on vLLM they are
-    exact (golden quant-qwen3-235b-nvfp4-vllm)."""
-    eng = cfg.engine
-    model = _model(cfg) if eng.backend == "trtllm" else None
-    if model is None or model.num_experts == 0:
-        return None
-    for role, w in eng.workers.items():
-        if getattr(w.timing, "TYPE", "fixed") != "default":
-            continue
-        role_mode = getattr(w.timing, "moe_quant_mode", None)
-        mode = role_mode or eng.moe_quant_mode or model.weight_quant
-        if mode == "nvfp4":
-            if role_mode:
-                return f"engine.workers.{role}.timing.moe_quant_mode"
-            return "engine.moe_quant_mode" if eng.moe_quant_mode else "engine.model"
-    return None
 
 
 def _unpriced_quantization(cfg: Config) -> str | None:
@@ -203,9 +180,6 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
     quantized = _unpriced_quantization(cfg)
     if quantized is not None:
         yield "checkpoint_quantization", "engine.model", f"{eng.model!r} is {quantized}, which"
-    nvfp4 = _trtllm_nvfp4_experts(cfg)
-    if nvfp4 is not None:
-        yield "trtllm_nvfp4_experts", nvfp4, "op-level pricing of NVFP4 experts on TRT-LLM"
     for role, w in eng.workers.items():
         base = f"engine.workers.{role}"
         yield from _worker_features(w, base)

@@ -71,13 +71,22 @@ def trtllm_gathers(system: GpuSystem) -> bool:
     return system.sm_version == 100
 
 
+GATHERED_BYTES = {"fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5 + 1.0 / 16.0}
+"""Bytes per element of the MoE inputs TRT-LLM gathers quantized (NVFP4: 4-bit values and
+one one-byte scale per 16 elements)."""
+
+
 def gather_scale(backend: str, dtype: str, attention_dp: int, system: GpuSystem) -> float:
     """The pre-dispatch all_gather's message per bf16 element: TRT-LLM on an SM 100 GPU gathers
-    fp8 MoE inputs at one byte per element, half the bf16 message (the all_gather of
-    attention-DP only; the attention-TP allreduce moves bf16)."""
-    fp8 = dtype in ("fp8", "fp8_block")
-    if backend == "trtllm" and fp8 and attention_dp > 1 and trtllm_gathers(system):
-        return 0.5
+    fp8 / NVFP4 MoE inputs quantized, at GATHERED_BYTES per element of the two-byte bf16 message
+    (the all_gather of attention-DP only; the attention-TP allreduce moves bf16)."""
+    if (
+        backend == "trtllm"
+        and dtype in GATHERED_BYTES
+        and attention_dp > 1
+        and trtllm_gathers(system)
+    ):
+        return GATHERED_BYTES[dtype] / 2.0
     return 1.0
 
 

@@ -3,6 +3,10 @@
 One key slice of the `moe` table (dtype, token distribution, topk, experts, hidden, inter,
 moe_tp, moe_ep) is a 1-D curve over global tokens; the SOL constants beside it come from the
 model and the deployment. A missing slice is raised here as `OpTableError`, naming it.
+
+TRT-LLM's tables also hold rows of its min-latency NVFP4 kernel (`low_latency` 1); for NVFP4
+experts of a gated FFN their slice (the same key, else the same key at the uniform distribution)
+is a second curve that prices passes of at most LL_MAX_TOKENS global tokens.
 """
 
 from __future__ import annotations
@@ -16,10 +20,21 @@ from aisim.models import ModelArch
 from aisim.timing.system import DTYPE_BYTES, GpuSystem
 from aisim.timing.tables import Tables, first_row_points, ordered_rows, row_power
 
+LL_MAX_TOKENS = 128  # global tokens up to which TRT-LLM runs its min-latency NVFP4 kernel
+LL_DTYPE = "nvfp4"
+
 
 def absent_moe() -> MoeCurve:
     """The stand-in for a plan without routed experts."""
-    return MoeCurve(np.ones(1), np.ones(1), np.zeros(1), np.ones(KM.MOE_PAR_SIZE))
+    par = np.ones(KM.MOE_PAR_SIZE)
+    par[KM.MOE_LL_TOKENS] = -1.0
+    return MoeCurve(np.ones(1), np.ones(1), np.zeros(1), par, np.ones(1), np.ones(1), np.zeros(1))
+
+
+def _curve(c: dict, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    y = c["latency"][idx].tolist()
+    energy = [pw * lat for pw, lat in zip(row_power(c, idx), y, strict=True)]
+    return first_row_points(c["num_tokens"][idx].tolist(), y, energy)
 
 
 def moe_curve(
@@ -43,9 +58,8 @@ def moe_curve(
     if "moe" not in tables:
         raise OpTableError("moe", slice_text, f"the op-time table has no moe family ({where})")
     c = ordered_rows(tables["moe"])
-    mask = (
+    key = (
         (c["moe_dtype"] == dtype)
-        & (c["distribution"] == distribution)
         & (c["topk"] == model.num_experts_per_tok)
         & (c["num_experts"] == model.num_experts)
         & (c["hidden_size"] == model.hidden_size)
@@ -53,14 +67,19 @@ def moe_curve(
         & (c["moe_tp_size"] == moe_tp)
         & (c["moe_ep_size"] == moe_ep)
     )
-    if "low_latency" in c:
-        mask &= c["low_latency"] == 0
-    idx = np.nonzero(mask)[0]
+    low_latency = c["low_latency"] == 1 if "low_latency" in c else np.zeros(key.shape, bool)
+    idx = np.nonzero(key & (c["distribution"] == distribution) & ~low_latency)[0]
     if idx.size == 0:
         raise OpTableError("moe", slice_text, f"MoE perf data missing for {where}")
-    y = c["latency"][idx].tolist()
-    energy = [pw * lat for pw, lat in zip(row_power(c, idx), y, strict=True)]
-    x, y, en = first_row_points(c["num_tokens"][idx].tolist(), y, energy)
+    x, y, en = _curve(c, idx)
+    ll_x, ll_y, ll_en, ll_tokens = x, y, en, -1.0
+    if dtype == LL_DTYPE:  # every priced MoE family has a gated (SwiGLU) expert FFN
+        for dist in (distribution, "uniform"):
+            ll_idx = np.nonzero(key & (c["distribution"] == dist) & low_latency)[0]
+            if ll_idx.size:
+                ll_x, ll_y, ll_en = _curve(c, ll_idx)
+                ll_tokens = float(LL_MAX_TOKENS)
+                break
     par = np.zeros(KM.MOE_PAR_SIZE, np.float64)
     par[KM.MOE_TOPK] = model.num_experts_per_tok
     par[KM.MOE_HIDDEN] = model.hidden_size
@@ -73,4 +92,5 @@ def moe_curve(
     par[KM.MOE_MEM_BW] = system.mem_bw
     par[KM.MOE_DP] = attention_dp
     par[KM.MOE_GATED] = 3.0
-    return MoeCurve(x, y, en, par)
+    par[KM.MOE_LL_TOKENS] = ll_tokens
+    return MoeCurve(x, y, en, par, ll_x, ll_y, ll_en)
