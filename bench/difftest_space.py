@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from aisim.config.registry import BACKEND_VERSION_SLOTS, current_version
 
-SPACE_VERSION = "8"
+SPACE_VERSION = "9"
 """Bump when the sampler changes, so a resumed output folder is not silently mixed."""
 
 DENSE = {"Qwen/Qwen3-0.6B": 16, "Qwen/Qwen3-8B": 32, "Qwen/Qwen3-32B": 64}
@@ -210,6 +210,9 @@ def sample_case(seed: int, index: int) -> Case:
         if d.chance(0.15 if not moe else 0.0):  # MoE in SOL mode: not claimed
             engine["database_mode"] = "SOL"
             tags.append("db:SOL")
+        elif d.chance(0.1):  # silicon wherever the tables answer; else refused by aisim
+            engine["database_mode"] = "HYBRID"
+            tags.append("db:HYBRID")
         if d.chance(0.3):
             engine["estimation_mode"] = "op_level"
         if d.chance(0.2):

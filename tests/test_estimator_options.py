@@ -62,6 +62,9 @@ NO_OPS = {
     "strict-provenance": (OP_LEVEL, ("engine.strict_provenance=true",)),
     "shared-layer-off-dense": (OP_LEVEL, ("engine.enable_shared_layer=false",)),
     "moe-split-on-dense": (OP_LEVEL, (f"{W}.parallelism.moe_expert=4",)),
+    # HYBRID prices from silicon every op the tables answer (all of them here)
+    "hybrid-database": (OP_LEVEL, ("engine.database_mode=hybrid",)),
+    "role-hybrid-database": (OP_LEVEL, (f"{T}.database_mode=HYBRID",)),
     "schedule-interval-one-rank": (FIXED, (f"{W}.scheduler.prefill_schedule_interval=2",)),
     "bytes-per-token-with-blocks": (FIXED, (f"{W}.kv_cache.bytes_per_token=1234",)),
     "execution-resources": (
@@ -86,7 +89,8 @@ def test_no_op_options_leave_the_figures(name: str) -> None:
 REFUSED = {
     "role-fpm-estimation": (f"{T}.estimation_mode=fpm_interpolation", f"{T}.estimation_mode"),
     "role-fpm-forward-model": (f"{T}.forward_model=fpm", f"{T}.forward_model"),
-    "role-hybrid-database": (f"{T}.database_mode=hybrid", f"{T}.database_mode"),
+    "role-empirical-database": (f"{T}.database_mode=empirical", f"{T}.database_mode"),
+    "engine-empirical-database": ("engine.database_mode=EMPIRICAL", "engine.database_mode"),
     "role-comm-quant": (f"{T}.comm_quant_mode=fp8", f"{T}.comm_quant_mode"),
     "role-attention-backend": (f"{T}.attention_backend=flashinfer", f"{T}.attention_backend"),
     "role-estimator-config": (
@@ -155,3 +159,23 @@ def test_values_aisimulate_rejects_are_config_errors(name: str) -> None:
         overrides = (override, f"engine.systems_path={PACKAGED}")
     with pytest.raises(ConfigError, match=fragment):
         load_config(str(folder / "config.yaml"), overrides)
+
+
+def test_hybrid_refuses_a_deployment_whose_tables_miss_an_op(tmp_path: Path) -> None:
+    # DeepSeek-V3 on l40s: no MLA context module rows; AISimulate's HYBRID would estimate that op
+    # from empirical utilisation (SILICON refuses the deployment with the same miss)
+    from click.testing import CliRunner
+
+    from aisim.cli import main
+
+    cfg = yaml.safe_load((OP_LEVEL / "config.yaml").read_text())
+    cfg["engine"].update(model="deepseek-ai/DeepSeek-V3", hardware="l40s", database_mode="HYBRID")
+    cfg["engine"]["workers"]["aggregated"]["parallelism"] = {"tensor": 8, "moe_expert": 8}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["predict", "-c", str(path), "--output-dir", str(out)])
+    assert res.exit_code == 2, res.output
+    line = res.output.strip().splitlines()[-1]
+    assert "database_mode HYBRID would estimate" in line and "mla_context_module" in line
+    assert "not available yet" in line and not out.exists()

@@ -28,16 +28,29 @@ def hardware_of(spec, where: str) -> str:
     return spec.hardware
 
 
+def plan_mode(database_mode: str) -> str:
+    """The database mode a plan is priced in: HYBRID is SILICON for every op the tables answer
+    (AISimulate estimates an op from empirical utilisation only where its silicon lookup finds
+    no data, which aisim refuses, see `HybridEstimateError`), so HYBRID shares SILICON's plans."""
+    return "SILICON" if database_mode == "HYBRID" else database_mode
+
+
+class HybridEstimateError(NotAvailableError):
+    """HYBRID mode on a deployment whose tables miss an op: AISimulate would price that op from
+    its empirical utilisation grid, which aisim does not build yet."""
+
+
 def deployment_of(spec) -> Deployment:
     """The plan-relevant part of the spec (a dense plan ignores the MoE parallelism)."""
     version = data_version(spec.backend, spec.backend_version, spec.hardware)
+    mode = plan_mode(spec.database_mode)
     if not is_moe_model(spec.model):
         return Deployment(
             spec.backend,
             version,
             tensor=spec.tensor,
             pipeline=spec.pipeline,
-            mode=spec.database_mode,
+            mode=mode,
             nextn=spec.nextn,
             quant_modes=spec.quant_modes,
         )
@@ -49,7 +62,7 @@ def deployment_of(spec) -> Deployment:
         attention_dp=spec.dp_size,
         moe_tensor=spec.moe_tensor,
         moe_expert=spec.moe_expert,
-        mode=spec.database_mode,
+        mode=mode,
         nextn=spec.nextn,
         quant_modes=spec.quant_modes,
     )
@@ -112,6 +125,14 @@ def plan_for(spec, where: str):
         )
     try:
         plan = build_plan(model, tables, system, deployment)
+    except OpTableError as exc:
+        if spec.database_mode == "HYBRID" and not isinstance(exc, EmptyTableError):
+            raise HybridEstimateError(
+                f"{where}.timing: database_mode HYBRID would estimate an op the tables miss from "
+                f"empirical utilisation ({exc}), which is not available yet in aisim; use a "
+                "deployment the tables cover (it is then priced as SILICON)"
+            ) from None
+        raise type(exc)(f"{where}.timing: {exc}") from None
     except AisimError as exc:
         raise type(exc)(f"{where}.timing: {exc}") from None
     store(path, plan)
@@ -127,7 +148,7 @@ def plan_unless_unpriced(spec, where: str, rejects_all):
         return plan_for(spec, where)
     except EmptyTableError:
         raise
-    except OpTableError:
+    except (OpTableError, HybridEstimateError):
         if not rejects_all():
             raise
         return unpriced_plan(spec.model.model_id, deployment_of(spec))
