@@ -65,6 +65,10 @@ NO_OPS = {
     # HYBRID prices from silicon every op the tables answer (all of them here)
     "hybrid-database": (OP_LEVEL, ("engine.database_mode=hybrid",)),
     "role-hybrid-database": (OP_LEVEL, (f"{T}.database_mode=HYBRID",)),
+    # AISimulate quantizes only context-parallel / AFD collectives with it (oracle: dense TP4 and
+    # TP16 with default capacity, DeepSeek-V3 DP8 / TP2 x DP4, Qwen3 MoE, P/D: figures unchanged)
+    "comm-quant": (OP_LEVEL, ("engine.comm_quant_mode=fp8",)),
+    "role-comm-quant": (OP_LEVEL, (f"{T}.comm_quant_mode=int8",)),
     "schedule-interval-one-rank": (FIXED, (f"{W}.scheduler.prefill_schedule_interval=2",)),
     "bytes-per-token-with-blocks": (FIXED, (f"{W}.kv_cache.bytes_per_token=1234",)),
     "execution-resources": (
@@ -91,7 +95,6 @@ REFUSED = {
     "role-fpm-forward-model": (f"{T}.forward_model=fpm", f"{T}.forward_model"),
     "role-empirical-database": (f"{T}.database_mode=empirical", f"{T}.database_mode"),
     "engine-empirical-database": ("engine.database_mode=EMPIRICAL", "engine.database_mode"),
-    "role-comm-quant": (f"{T}.comm_quant_mode=fp8", f"{T}.comm_quant_mode"),
     "role-attention-backend": (f"{T}.attention_backend=flashinfer", f"{T}.attention_backend"),
     "role-estimator-config": (
         f"{T}.estimator_config={{correction: {{enabled: false}}}}",

@@ -150,7 +150,9 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
     if eng.tokenization is not None:
         yield "tokenization", "engine.tokenization", "the tokenization delay model"
     quant_keys = ("gemm_quant_mode", "moe_quant_mode", "kvcache_quant_mode", "fmha_quant_mode")
-    keys = ("comm_quant_mode", "attention_backend", "moe_kernel_source")
+    # comm_quant_mode quantizes only context-parallel and AFD collectives in AISimulate 0.13
+    # (both refused here): a no-op wherever aisim prices, shown with the oracle
+    keys = ("attention_backend", "moe_kernel_source")
     mla = _model_is_mla(cfg)  # the MLA / DSA plans price the checkpoint's own dtypes only
     for key in (*quant_keys, *keys) if mla else keys:
         if getattr(eng, key) is not None:
@@ -217,7 +219,7 @@ def _timing_features(timing: DefaultTiming, base: str) -> Iterator[tuple[str, st
         )
     if timing.database_mode not in (None, "SILICON", "HYBRID", "SOL"):
         yield "database_mode", f"{base}.database_mode", f"database mode {timing.database_mode!r}"
-    for key in ("comm_quant_mode", "attention_backend"):
+    for key in ("attention_backend",):
         if getattr(timing, key) is not None:
             yield "timing_identity", f"{base}.{key}", f"an override of {key}"
     yield from _estimator_options(timing, base)
