@@ -83,7 +83,8 @@ def default_quant_modes(model: ModelArch) -> tuple[str, str, str]:
     its declared dtype, else fp8 when the weights are quantized."""
     weights = model.weight_quant or "bfloat16"
     kv = model.kv_cache_quant or ("fp8" if model.weight_quant else "bfloat16")
-    return weights, weights, kv
+    # static per-tensor fp8 concerns the GEMMs' activation scales; experts run plain fp8
+    return weights, "fp8" if weights == "fp8_static" else weights, kv
 
 
 def weights_bytes(

@@ -154,6 +154,8 @@ def checkpoint_quantization(raw: dict, hf_quant: dict | None) -> tuple[str, str,
     )
     if weights == "fp8" and qcfg.get("weight_block_size"):
         weights = "fp8_block"
+    elif weights == "fp8" and not _dynamic_activations(qcfg):
+        weights = "fp8_static"  # per-tensor fp8 is static unless the checkpoint says dynamic
     kv = _kv_dtype(
         hf.get("kv_cache_quant_algo")
         or qcfg.get("kv_cache_quant_algo")
@@ -174,6 +176,19 @@ def checkpoint_quantization(raw: dict, hf_quant: dict | None) -> tuple[str, str,
     )
     where = "" if not (weights or kv) else HF_QUANT_FILE if from_hf else "quantization_config"
     return weights, kv, where
+
+
+def _dynamic_activations(qcfg: dict) -> bool:
+    """Whether a per-tensor fp8 declaration marks its activation scales dynamic
+    (`activation_scheme: dynamic`, or `dynamic: true` on a config group's input activations)."""
+    if _lower(qcfg.get("activation_scheme")) == "dynamic":
+        return True
+    groups = qcfg.get("config_groups")
+    for group in groups.values() if isinstance(groups, dict) else ():
+        acts = group.get("input_activations") if isinstance(group, dict) else None
+        if isinstance(acts, dict) and acts.get("dynamic") is True:
+            return True
+    return False
 
 
 def _json(path: Path, field: str) -> dict:

@@ -199,12 +199,15 @@ def _shared_plan_and_memo(memos: dict, spec, where: str, rejects_all):
 def kv_precision_field(specs) -> dict:
     """AISimulate reports the KV dtype of every role whose pool the memory model sized
     (capacity {type: default}), and nothing when every capacity is fixed; the source says
-    whether a kvcache_quant_mode set it or the checkpoint's policy did."""
+    whether a kvcache_quant_mode set it, the checkpoint declared it, or the policy chose it."""
+
+    def source(spec) -> str:
+        if spec.kvcache_quant_mode:
+            return "user_override"
+        return "checkpoint" if spec.model.kv_cache_quant else "aisimulate_policy"
+
     roles = {
-        spec.role: {
-            "dtype": spec.kv_precision,
-            "source": "user_override" if spec.kvcache_quant_mode else "aisimulate_policy",
-        }
+        spec.role: {"dtype": spec.kv_precision, "source": source(spec)}
         for spec in specs
         if spec.kv_precision is not None
     }

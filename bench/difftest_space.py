@@ -84,14 +84,14 @@ HARDWARE = {
     "b60": 0.04,
 }
 QUANTIZED_CHECKPOINTS = {
-    "Qwen/Qwen3-32B": {"Qwen/Qwen3-32B-FP8": 1.0},
+    "Qwen/Qwen3-32B": {"Qwen/Qwen3-32B-FP8": 0.6, "Qwen/Qwen3-32B-FP8-Static-PerTensor": 0.4},
     "Qwen/Qwen3-30B-A3B": {"Qwen/Qwen3-30B-A3B-FP8": 1.0},
     "Qwen/Qwen3-235B-A22B": {
         "Qwen/Qwen3-235B-A22B-FP8": 0.5,
         "nvidia/Qwen3-235B-A22B-NVFP4": 0.5,
     },
 }
-"""Shipped block-fp8 / NVFP4 checkpoints of the sampled models (data/models)."""
+"""Shipped block-fp8 / per-tensor fp8 / NVFP4 checkpoints of the sampled models (data/models)."""
 NVFP4_GPUS = ("b200_sxm", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server")
 """GPUs whose tables hold NVFP4 GEMMs (the Blackwell ones)."""
 FP8_BLOCK_GPUS = ("b200_sxm", "b300_sxm", "gb200", "gb300", "h100_sxm", "h200_sxm")
@@ -285,7 +285,9 @@ def _precision(d: _Draw, tags: list[str], engine: dict, model: str, hw: str, tim
         if d.chance(0.5):
             engine["fmha_quant_mode"] = "fp8"
     else:
-        modes = {"fp8": 0.4, "fp8_block": 0.4, "nvfp4": 0.2 if hw in NVFP4_GPUS else 0.0}
+        modes = {"fp8": 0.3, "fp8_block": 0.3, "nvfp4": 0.2 if hw in NVFP4_GPUS else 0.0}
+        if key == "gemm_quant_mode":
+            modes["fp8_static"] = 0.2
         engine[key] = d.pick(modes)
     tags.append("prec:" + key.split("_")[0])
 

@@ -40,6 +40,15 @@ class GemmSites(NamedTuple):
     curve_m: np.ndarray  # float64[rows] sorted per site
     curve_lat: np.ndarray  # float64[rows] ms, raised to >= SOL
     curve_en: np.ndarray  # float64[rows] W*ms of the measured latency (0 = no power)
+    # static per-tensor fp8 (docs/timing.md 4.1): the compute-scale and scale-matrix deltas
+    # the op saves over the dynamic fp8 GEMM of the table, each a curve over m at the op's k,
+    # or two curves (the bracketing k rows) blended in k
+    op_scale: np.ndarray  # int64[num_gemm, 4] curves (cs lo, cs hi, sm lo, sm hi); -1 = none
+    op_scale_w: np.ndarray  # float64[num_gemm, 2] weight of the hi curve (cs, sm)
+    scale_off: np.ndarray  # int64[num_curves + 1] each curve's rows in scale_*
+    scale_m: np.ndarray  # float64[rows] sorted per curve
+    scale_lat: np.ndarray  # float64[rows] ms
+    scale_pw: np.ndarray  # float64[rows] W (0 = no power)
 
 
 @helper
@@ -113,17 +122,75 @@ def any_covers(gemm, g, m):
     return False
 
 
+@helper
+def _scale_curve_lp(gemm, c, m, sol_hold):
+    """(latency, power) of curve c at m: linear inside, the boundary point outside (scale
+    matrix: its latency times the SOL ratio m / m_boundary of its 3mk-byte roofline)."""
+    lo = gemm.scale_off[c]
+    hi = gemm.scale_off[c + 1]
+    xs = gemm.scale_m
+    ys = gemm.scale_lat
+    ps = gemm.scale_pw
+    if m <= xs[lo]:
+        j = lo
+    elif m >= xs[hi - 1]:
+        j = hi - 1
+    else:
+        a = lo + 1
+        while xs[a] < m:
+            a += 1
+        if xs[a] == m:
+            return ys[a], ps[a]
+        w = (m - xs[a - 1]) / (xs[a] - xs[a - 1])
+        return ys[a - 1] + (ys[a] - ys[a - 1]) * w, ps[a - 1] + (ps[a] - ps[a - 1]) * w
+    if sol_hold and xs[j] != m:
+        return ys[j] * (m / xs[j]), ps[j]
+    return ys[j], ps[j]
+
+
+@helper
+def _scale_lp(gemm, g, j, m):
+    """(latency ms, power W) of delta j (0 compute scale, 1 scale matrix) of GEMM op g at m,
+    latency and power each blended in k; (0, 0) when absent."""
+    c0 = gemm.op_scale[g, 2 * j]
+    if c0 < 0:
+        return 0.0, 0.0
+    y0, p0 = _scale_curve_lp(gemm, c0, m, j == 1)
+    c1 = gemm.op_scale[g, 2 * j + 1]
+    if c1 < 0:
+        return y0, p0
+    y1, p1 = _scale_curve_lp(gemm, c1, m, j == 1)
+    w = gemm.op_scale_w[g, j]
+    return y0 + (y1 - y0) * w, p0 + (p1 - p0) * w
+
+
 @kernel
 def gemm_le(gemm, g, m, mem_bw):
-    """(latency ms, energy W*ms) of planned GEMM op g at m, one call.
+    """(latency ms, energy W*ms) of planned GEMM op g at m: the table's GEMM, less the static
+    fp8 deltas of an op that has them (latency floored at its SOL, energy less theirs)."""
+    lat, power = _table_gemm_lp(gemm, g, m, mem_bw)
+    en = power * lat
+    if gemm.op_scale[g, 0] >= 0:
+        cs, cs_p = _scale_lp(gemm, g, 0, m)
+        sm, sm_p = _scale_lp(gemm, g, 1, m)
+        lat = lat - cs - sm
+        en = en - cs_p * cs - sm_p * sm
+        sol = gemm_op_sol_ms(gemm, g, m, mem_bw)
+        if lat < sol:
+            lat = sol
+    return lat, en
+
+
+@helper
+def _table_gemm_lp(gemm, g, m, mem_bw):
+    """(latency ms, blend power W) of planned GEMM op g at m from the table's sites.
 
     op_num_sites[g] == 0 marks an exact site (op_sites[g, 0]); otherwise that many candidate
     neighbours, nearest first, with weights op_weights[g, :]: the first IDW_SITES whose m-curve
     covers m enter the IDW (the first IDW_SITES if none does). Energy = blend power x latency.
     """
     if gemm.op_num_sites[g] == 0:
-        lat, power = site_lp(gemm, gemm.op_sites[g, 0], m, mem_bw)
-        return lat, power * lat
+        return site_lp(gemm, gemm.op_sites[g, 0], m, mem_bw)
     only_covering = any_covers(gemm, g, m)
     num = 0.0
     den = 0.0
@@ -142,5 +209,4 @@ def gemm_le(gemm, g, m, mem_bw):
         taken += 1
         if taken == IDW_SITES:
             break
-    lat = gemm_op_sol_ms(gemm, g, m, mem_bw) / (num / den)
-    return lat, (num_p / den) * lat
+    return gemm_op_sol_ms(gemm, g, m, mem_bw) / (num / den), num_p / den

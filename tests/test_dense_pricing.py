@@ -24,7 +24,7 @@ from aisim.kernels.optime_gemm import GemmSites
 from aisim.models import ModelArch, load_model
 from aisim.timing.family_dense import build_dense_plan
 from aisim.timing.leaf_attention import csr_nest
-from aisim.timing.leaf_gemm import SiteTable
+from aisim.timing.leaf_gemm import GemmOp, SiteTable, static_fp8_scales
 from aisim.timing.plan_record import Deployment, scalars_of
 from aisim.timing.pricer import PassPricer
 from aisim.timing.system import GpuSystem
@@ -185,6 +185,7 @@ def _one_site(m_lat: list[tuple[int, float, float]], n: int, k: int) -> GemmSite
         curve_m=np.array([float(r[0]) for r in m_lat]),
         curve_lat=np.array([r[1] for r in m_lat]),
         curve_en=np.array([r[2] if len(r) > 2 else 0.0 for r in m_lat]),
+        **static_fp8_scales([GemmOp("g", n, k, "bfloat16")], None),
     )
 
 
@@ -297,6 +298,7 @@ def test_gemm_idw_from_sites_within_two_octaves() -> None:
         op_sites=gs,
         op_weights=gw,
         **g.curves(),
+        **static_fp8_scales([GemmOp("g", 3000, 1024, "bfloat16")], None),
     )
     got, energy = KG.gemm_le(gemm, 0, 100.0, BW)
     assert got == pytest.approx(gsol(100, 3000, 1024) / want_u, rel=1e-12)

@@ -45,9 +45,10 @@ def test_every_bundled_model_of_a_priced_family_resolves_by_id() -> None:
 @pytest.mark.parametrize(
     "model_id,weights,kv",
     [
-        ("nvidia/Llama-3.1-70B-Instruct-FP8", "fp8", "fp8"),  # hf_quant_config.json beside it
+        # hf_quant_config.json beside it; per-tensor fp8 with no activation scheme is static
+        ("nvidia/Llama-3.1-70B-Instruct-FP8", "fp8_static", "fp8"),
         ("nvidia/DeepSeek-V3.2-NVFP4", "nvfp4", "fp8"),
-        ("Qwen/Qwen3-32B-FP8-Static-PerTensor", "fp8", "fp8"),
+        ("Qwen/Qwen3-32B-FP8-Static-PerTensor", "fp8_static", "fp8"),
         ("meta-llama/Meta-Llama-3.1-8B", "", ""),
     ],
 )
@@ -99,8 +100,7 @@ def test_models_lists_where_each_is_priced_and_why_not() -> None:
             assert _cell(got["Qwen/Qwen3-32B"], hw, backend)["priced"]
             assert _cell(got["XiaomiMiMo/MiMo-7B-Base"], hw, backend)["priced"]
             assert _cell(got["Qwen/Qwen3-32B-FP8"], hw, backend)["priced"]
-            fp8 = _cell(got["Qwen/Qwen3-32B-FP8-Static-PerTensor"], hw, backend)
-            assert not fp8["priced"] and "quantized checkpoint" in fp8["reason"]
+            assert _cell(got["Qwen/Qwen3-32B-FP8-Static-PerTensor"], hw, backend)["priced"]
     assert got["XiaomiMiMo/MiMo-7B-Base"]["family"] == "dense"
     assert _cell(got["deepseek-ai/DeepSeek-V3"], "b200_sxm", "trtllm")["priced"]
     l40s = _cell(got["deepseek-ai/DeepSeek-V3"], "l40s", "vllm")

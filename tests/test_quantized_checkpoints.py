@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from aisim.config import load_config, unsupported_features
-from aisim.errors import NotAvailableError
 from aisim.models import checkpoint_quantization, dtype_bytes, load_model
 from aisim.prediction import run_prediction
 from tests.parity_rule import mismatches
@@ -37,7 +36,21 @@ DECLARATIONS = {
         None,
         "weights fp8_block; declared in its config.json's quantization_config",
     ),
-    "per-tensor-fp8": ({"quantization_config": {"quant_method": "fp8"}}, None, "weights fp8;"),
+    "per-tensor-fp8": (
+        {"quantization_config": {"quant_method": "fp8"}},
+        None,
+        "weights fp8_static;",
+    ),
+    "per-tensor-fp8-dynamic": (
+        {"quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}},
+        None,
+        "weights fp8;",
+    ),
+    "awq-int4": (
+        {"quantization_config": {"quant_method": "awq", "bits": 4}},
+        None,
+        "weights awq;",
+    ),
     "kv-cache-scheme": (
         {"quantization_config": {"kv_cache_scheme": {"type": "float", "num_bits": 8}}},
         None,
@@ -46,7 +59,7 @@ DECLARATIONS = {
     "hf-quant-weights": (
         {},
         {"quantization": {"quant_algo": "FP8"}},
-        "weights fp8; declared in its hf_quant_config.json",
+        "weights fp8_static; declared in its hf_quant_config.json",
     ),
     "hf-quant-kv-only": (
         {},
@@ -98,7 +111,7 @@ def _config(
     return path
 
 
-PRICED = ("block-fp8-weights", "kv-cache-scheme", "hf-quant-kv-only", "hf-quant-nvfp4")
+PRICED = tuple(name for name in DECLARATIONS if name != "awq-int4")
 
 
 @pytest.mark.parametrize("name", PRICED)
@@ -114,7 +127,7 @@ def test_priced_declarations_run_where_they_are_priced(tmp_path: Path, name) -> 
 
 
 @pytest.mark.parametrize("name", sorted(set(DECLARATIONS) - set(PRICED)))
-def test_per_tensor_fp8_is_refused_where_it_would_be_priced(tmp_path: Path, name) -> None:
+def test_unpriced_weights_are_refused_where_they_would_be_priced(tmp_path: Path, name) -> None:
     changes, hf_quant, named = DECLARATIONS[name]
     folder = _checkpoint(tmp_path, changes, hf_quant)
     # op-level timing, by folder and by config.json path; and the memory model under fixed timing
@@ -130,11 +143,20 @@ def test_per_tensor_fp8_is_refused_where_it_would_be_priced(tmp_path: Path, name
 
 
 def test_quantized_hugging_face_ids(tmp_path: Path) -> None:
-    for model in ("Qwen/Qwen3-32B-FP8", "Qwen/Qwen3-30B-A3B-FP8", "nvidia/Qwen3-235B-A22B-NVFP4"):
+    for model in (
+        "Qwen/Qwen3-32B-FP8",
+        "Qwen/Qwen3-30B-A3B-FP8",
+        "nvidia/Qwen3-235B-A22B-NVFP4",
+        "Qwen/Qwen3-32B-FP8-Static-PerTensor",
+        "nvidia/Llama-3.1-70B-Instruct-FP8",
+    ):
         assert unsupported_features(load_config(str(_config(tmp_path, model)))) == []
-    for model in ("Qwen/Qwen3-32B-FP8-Static-PerTensor", "nvidia/Llama-3.1-70B-Instruct-FP8"):
-        with pytest.raises(NotAvailableError, match=r"engine\.model: .*weights fp8, KV cache fp8"):
-            run_prediction(str(_config(tmp_path, model)))
+    static = ("Qwen/Qwen3-32B-FP8-Static-PerTensor", "nvidia/Llama-3.1-70B-Instruct-FP8")
+    for model in static:  # per-tensor fp8 without a dynamic activation scheme is static
+        assert (load_model(model).weight_quant, load_model(model).kv_cache_quant) == (
+            "fp8_static",
+            "fp8",
+        )
 
 
 def test_fixed_timing_with_a_fixed_capacity_reads_no_precision() -> None:
@@ -165,7 +187,10 @@ def test_what_is_not_a_quantization() -> None:
         )[0]
         == ""
     )
-    assert checkpoint_quantization({}, {"quantization": {"quantization_algo": "FP8"}})[0] == "fp8"
+    assert (
+        checkpoint_quantization({}, {"quantization": {"quantization_algo": "FP8"}})[0]
+        == "fp8_static"
+    )
 
 
 def test_element_bytes_follow_torch_dtype_then_dtype() -> None:

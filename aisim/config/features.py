@@ -52,9 +52,9 @@ _FIXES = {
     "(AISimulate's defaults and its packaged database)",
     "default_capacity": "set capacity: {type: fixed, blocks: N}",
     "op_level_timing": "it comes with the op-time table",
-    "checkpoint_quantization": "use the unquantized (BF16), a block-scaled fp8 or an NVFP4 "
-    "checkpoint, or fixed / polynomial timing with a fixed KV capacity (they do not read the "
-    "precision)",
+    "checkpoint_quantization": "use the unquantized (BF16), a block-scaled fp8, a per-tensor "
+    "fp8 or an NVFP4 checkpoint, or fixed / polynomial timing with a fixed KV capacity (they do "
+    "not read the precision)",
 }
 
 
@@ -102,10 +102,15 @@ def _unpriced_quantization(cfg: Config) -> str | None:
     if model is None or not (model.weight_quant or model.kv_cache_quant not in ("", "bfloat16")):
         return None
     if model.kv_lora_rank == 0:
-        # dense and Qwen3 MoE plans price block-scaled fp8 and NVFP4 weights with an fp8 or
-        # bf16 KV cache from the tables; AISimulate prices per-tensor fp8 GEMMs from estimated
-        # utilisation, which aisim does not model
-        if model.weight_quant in ("", "fp8_block", "nvfp4") and model.kv_cache_quant in (
+        # dense and Qwen3 MoE plans price block-scaled, per-tensor (static or dynamic) fp8
+        # and NVFP4 weights with an fp8 or bf16 KV cache from the tables
+        if model.weight_quant in (
+            "",
+            "fp8",
+            "fp8_block",
+            "fp8_static",
+            "nvfp4",
+        ) and model.kv_cache_quant in (
             "",
             "fp8",
             "bfloat16",

@@ -65,7 +65,8 @@ _KIND = {
 
 
 def op_sources(plan: PassPlan) -> tuple[str, ...]:
-    """Source tag per op (docs/timing.md 6.2): GEMM / table comm silicon; memory ops and the TP-1
+    """Source tag per op (docs/timing.md 6.2): GEMM / table comm silicon (a static fp8 GEMM,
+    the table's less its deltas, estimated); memory ops and the TP-1
     allreduce empirical; attention mixed, but generation attention silicon when it has no
     analytic extras (models without q/k norm: Llama, MiMo). The p2p hand-off is `empirical`
     when it runs (pipeline > 1) and `silicon` as the zero-latency placeholder of pipeline 1
@@ -76,7 +77,11 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
     sol = scalars.mode == KP.MODE_SOL
     out = []
     n = len(plan.op_names)  # composite ops keep their hidden sub-ops after these
-    for kind, scale in zip(a.ops.kind.tolist()[:n], a.ops.scale.tolist()[:n], strict=True):
+    static_fp8 = a.gemm.op_scale[:, 0] >= 0  # GEMMs less their static fp8 deltas
+    index = a.ops.index.tolist()
+    for i, (kind, scale) in enumerate(
+        zip(a.ops.kind.tolist()[:n], a.ops.scale.tolist()[:n], strict=True)
+    ):
         if sol:
             if kind == KP.OP_P2P and scale == 0:
                 out.append("silicon")
@@ -85,7 +90,7 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
             else:
                 out.append("sol")
         elif kind in (KP.OP_GEMM_TOKENS, KP.OP_GEMM_REQUESTS):
-            out.append("silicon")
+            out.append("estimated" if static_fp8[index[i]] else "silicon")
         elif kind == KP.OP_P2P:
             out.append("empirical" if scale > 0 else "silicon")
         elif kind == KP.OP_ALLREDUCE:

@@ -13,7 +13,7 @@ from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
 from aisim.timing.leaf_attention import gqa_attention
 from aisim.timing.leaf_comm import absent_curve, allreduce_curve
-from aisim.timing.leaf_gemm import GemmOp, gemm_sites
+from aisim.timing.leaf_gemm import GemmOp, gemm_sites, quantized_gemm
 from aisim.timing.plan_record import Deployment, OpRow, PassPlan, allreduce_scalars, assemble
 from aisim.timing.system import GpuSystem
 from aisim.timing.tables import Tables
@@ -59,10 +59,10 @@ def build_dense_plan(
     # float16 / float32 Qwen3-32B give the bf16 figures); quantized ones are refused upstream
     gemm_dtype = gemm_dtype or "bfloat16"
     gemm_ops = [
-        GemmOp("qkv_gemm", n_heads * d + 2 * n_kv * d, h, gemm_dtype),
-        GemmOp("proj_gemm", h, n_heads * d, gemm_dtype),
-        GemmOp("gate_ffn1_gemm", 2 * inter // t, h, gemm_dtype),
-        GemmOp("ffn2_gemm", h, inter // t, gemm_dtype),
+        quantized_gemm("qkv_gemm", n_heads * d + 2 * n_kv * d, h, gemm_dtype, False),
+        quantized_gemm("proj_gemm", h, n_heads * d, gemm_dtype, True),
+        quantized_gemm("gate_ffn1_gemm", 2 * inter // t, h, gemm_dtype, False),
+        quantized_gemm("ffn2_gemm", h, inter // t, gemm_dtype, True),
         GemmOp("logits_gemm", model.vocab_size // t, h, "bfloat16"),  # lm_head is always bf16
     ]
     gemm = gemm_sites(gemm_ops, tables if silicon else None, system)

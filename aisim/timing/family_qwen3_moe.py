@@ -13,7 +13,7 @@ from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
 from aisim.timing.leaf_attention import gqa_attention
 from aisim.timing.leaf_dispatch import dispatch_curves, gather_scale
-from aisim.timing.leaf_gemm import GemmOp, gemm_sites
+from aisim.timing.leaf_gemm import GemmOp, gemm_sites, quantized_gemm
 from aisim.timing.leaf_moe import moe_curve
 from aisim.timing.plan_record import Deployment, OpRow, PassPlan, allreduce_scalars, assemble
 from aisim.timing.system import GpuSystem
@@ -44,8 +44,8 @@ def build_qwen3_moe_plan(
     n_kv = max(1, model.num_kv_heads // t)
     d = model.head_dim
     gemm_ops = [
-        GemmOp("qkv_gemm", heads * d + 2 * n_kv * d, h, gemm_dtype),
-        GemmOp("proj_gemm", h, heads * d, gemm_dtype),
+        quantized_gemm("qkv_gemm", heads * d + 2 * n_kv * d, h, gemm_dtype, False),
+        quantized_gemm("proj_gemm", h, heads * d, gemm_dtype, True),
         GemmOp("router_gemm", model.num_experts, h, "bfloat16"),
         GemmOp("logits_gemm", model.vocab_size // t, h, "bfloat16"),
     ]

@@ -25,11 +25,30 @@ GEMM_IDW_SITES = 4  # sites averaged per query (optime_gemm.IDW_SITES)
 GEMM_MAX_NEIGHBOURS = 16  # candidates stored per GEMM: the IDW sites of every m range
 
 
+NO_SCALE, COMPUTE_SCALE, COMPUTE_AND_MATRIX_SCALE = 0, 1, 2
+"""Static per-tensor fp8 deltas an op saves over the table's dynamic fp8 GEMM: none; the
+activation scale computation; that and the scale-matrix kernel (ops fed a low-precision input:
+the attention output and down projections)."""
+
+
 class GemmOp(NamedTuple):
     name: str
     n: int
     k: int
     dtype: str
+    scales: int = NO_SCALE
+
+
+STATIC_FP8 = "fp8_static"  # per-tensor fp8 with static activation scales: the fp8 table rows
+
+
+def quantized_gemm(name: str, n: int, k: int, dtype: str, low_precision_input: bool) -> GemmOp:
+    """A weight GEMM at the checkpoint's dtype; static fp8 reads the fp8 rows less its deltas."""
+    if dtype != STATIC_FP8:
+        return GemmOp(name, n, k, dtype)
+    return GemmOp(
+        name, n, k, "fp8", COMPUTE_AND_MATRIX_SCALE if low_precision_input else COMPUTE_SCALE
+    )
 
 
 def gemm_sites(
@@ -61,6 +80,7 @@ def gemm_sites(
         weights[gi, : len(ws)] = ws
         descr.append(text)
     curves = SiteTable.no_sites() if table is None else table.curves()
+    scale_fields = static_fp8_scales(ops, tables if table is not None else None)
     record = GemmSites(
         op_n=np.array([float(op.n) for op in ops]),
         op_k=np.array([float(op.k) for op in ops]),
@@ -70,8 +90,71 @@ def gemm_sites(
         op_sites=sites,
         op_weights=weights,
         **curves,
+        **scale_fields,
     )
     return record, tuple(descr)
+
+
+SCALE_FAMILIES = ("computescale", "scale_matrix")
+
+
+def static_fp8_scales(ops: list[GemmOp], tables: Tables | None) -> dict[str, np.ndarray]:
+    """The `GemmSites` fields of the static fp8 deltas (docs/timing.md 4.1): per op, the curve
+    over m of each delta at its k (the two bracketing k rows and the weight of the upper one
+    when k is not collected); -1 where an op has none. A k outside the table is a miss."""
+    op_scale = np.full((len(ops), 4), -1, np.int64)
+    op_w = np.zeros((len(ops), 2), np.float64)
+    off, xs, ys, pws = [0], [], [], []
+    ids: dict[tuple[str, int], int] = {}
+    for gi, op in enumerate(ops):
+        # SOL mode (no tables): the deltas are floored away at the SOL the op is priced at
+        for j, family in enumerate(SCALE_FAMILIES[: op.scales] if tables is not None else ()):
+            if family not in tables or not len(tables[family]["latency"]):
+                raise OpTableError(
+                    op.name,
+                    f"{family} quant_dtype=fp8",
+                    f"no {family} rows to price static fp8 GEMMs",
+                )
+            c = ordered_rows(tables[family])
+            rows = c["quant_dtype"] == "fp8"
+            ks = np.unique(c["k"][rows])
+            if not ks.size or not ks[0] <= op.k <= ks[-1]:
+                raise OpTableError(
+                    op.name,
+                    f"{family} quant_dtype=fp8 k={op.k}",
+                    f"k outside the {family} table's k range",
+                )
+            hi = int(np.searchsorted(ks, op.k))
+            bracket = [int(ks[hi])] if ks[hi] == op.k else [int(ks[hi - 1]), int(ks[hi])]
+            for slot, kk in enumerate(bracket):
+                key = (family, kk)
+                if key not in ids:
+                    ids[key] = len(off) - 1
+                    sel = np.nonzero(rows & (c["k"] == kk))[0]
+                    first: dict[float, tuple[float, float]] = {}
+                    lats = c["latency"][sel].tolist()
+                    for m, lat, pw in zip(
+                        c["m"][sel].tolist(), lats, row_power(c, sel), strict=True
+                    ):
+                        first.setdefault(float(m), (float(lat), float(pw)))  # first row wins
+                    for m in sorted(first):
+                        xs.append(m)
+                        ys.append(first[m][0])
+                        pws.append(first[m][1])
+                    off.append(len(xs))
+                op_scale[gi, 2 * j + slot] = ids[key]
+            if len(bracket) == 2:
+                op_w[gi, j] = (op.k - bracket[0]) / (bracket[1] - bracket[0])
+    if not xs:
+        xs, ys, pws, off = [1.0], [0.0], [0.0], [0, 1]
+    return {
+        "op_scale": op_scale,
+        "op_scale_w": op_w,
+        "scale_off": np.asarray(off, np.int64),
+        "scale_m": np.asarray(xs, np.float64),
+        "scale_lat": np.asarray(ys, np.float64),
+        "scale_pw": np.asarray(pws, np.float64),
+    }
 
 
 class SiteTable:

@@ -17,6 +17,7 @@ DTYPE_BYTES = {
     "float16": 2.0,
     "fp8": 1.0,
     "fp8_block": 1.0,
+    "fp8_static": 1.0,
     "int8": 1.0,
     "nvfp4": 0.5,
 }
@@ -26,6 +27,7 @@ _DTYPE_FLOPS_KEY = {
     "float16": "bfloat16_tc_flops",
     "fp8": "fp8_tc_flops",
     "fp8_block": "fp8_tc_flops",
+    "fp8_static": "fp8_tc_flops",
     "int8": "int8_tc_flops",
     "nvfp4": "fp4_tc_flops",
 }

@@ -49,13 +49,17 @@ def first_row_points(x: list, y: list, en: list) -> tuple[np.ndarray, np.ndarray
     )
 
 
-FAMILIES = ("gemm", "context_attention", "generation_attention", "custom_allreduce")
-# what the MoE / DeepSeek families read (aisim.timing.families)
-MOE_FAMILIES = (
+FAMILIES = (
     "gemm",
     "context_attention",
     "generation_attention",
     "custom_allreduce",
+    "computescale",  # the static fp8 GEMM deltas (docs/timing.md 4.1)
+    "scale_matrix",
+)
+# what the MoE / DeepSeek families read (aisim.timing.families)
+MOE_FAMILIES = (
+    *FAMILIES,
     "dsa_context_module",
     "dsa_generation_module",
     "mla_context_module",
