@@ -96,7 +96,8 @@ def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, 
     # the deferred activations rejoin the action queue (rank by rank, each rank's in transfer
     # completion order) behind the actions queued so far at t: a prompt that became source
     # held at a prefill pass end earlier in this instant reserves its destination before their
-    # blocks become hittable (observed: 9 hit blocks, not 15, in difftest case s14-00437)
+    # blocks become hittable (9 hit blocks, not 15, in golden
+    # difftest-pd-reserve-before-deferred-activation)
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         while pd.dact_head[r] >= 0:
