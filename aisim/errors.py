@@ -116,6 +116,15 @@ class OpTableError(AisimError):
             super().__init__(f"op-time table miss: op {op}, key {key}: {detail}")
 
 
-class EmptyTableError(OpTableError):
-    """A table family the run must load holds no rows at all: refused even when no pass is
-    ever priced (AISimulate loads it up front), unlike a key miss."""
+class UpFrontTableError(OpTableError):
+    """A table problem AISimulate meets before any pass: refused even when no pass is ever
+    priced (every request rejected), unlike a key miss."""
+
+
+class EmptyTableError(UpFrontTableError):
+    """A table family the run must load holds no rows at all (AISimulate loads it up front)."""
+
+
+class UnratedDtypeError(UpFrontTableError):
+    """The GPU has no tensor-core rate for a dtype the plan needs (fp8 on an A100): AISimulate
+    rejects the engine config itself."""

@@ -254,6 +254,26 @@ def test_fp8_on_a_gpu_without_fp8_tensor_cores_is_refused_in_one_line(tmp_path, 
     assert "\n" not in str(err.value) and "fp8" in str(err.value)
 
 
+def test_an_unrated_dtype_is_refused_even_when_no_pass_is_priced(tmp_path: Path) -> None:
+    # every prompt is longer than the context limit: no pass is priced, yet AISimulate rejects
+    # the engine config (fp8 on an A100) instead of reporting that no request completed
+    from click.testing import CliRunner
+
+    from aisim.cli import main
+
+    path = _config(tmp_path, "Qwen/Qwen3-32B")
+    overrides = (
+        "engine.hardware=a100_sxm",
+        "engine.gemm_quant_mode=fp8",
+        "engine.context_length=64",
+    )
+    out = tmp_path / "out"
+    args = ["predict", "-c", str(path), "--output-dir", str(out)]
+    res = CliRunner().invoke(main, [*args, *(a for o in overrides for a in ("--set", o))])
+    assert res.exit_code == 2, res.output
+    assert "a100_sxm has no fp8 tensor-core compute" in res.output and not out.exists()
+
+
 def test_a_dtype_the_gpu_does_not_rate_names_the_gpu() -> None:
     from aisim.engine.spec import gpu_system
     from aisim.errors import OpTableError

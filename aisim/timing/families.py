@@ -62,6 +62,12 @@ def build_plan(
     gemm_q, moe_q, kv_q, fmha_q = deployment.quant_modes
     gemm_dtype, moe_dtype, kv_dtype = gemm_q or gemm_dtype, moe_q or moe_dtype, kv_q or kv_dtype
     fmha = fmha_q or fmha_dtype(deployment.backend, model, kv_dtype)
+    # AISimulate rejects the engine config when the GPU has no tensor-core rate for a quant
+    # mode (fp8 on an A100), before any pass and whatever the op tables hold
+    moe = is_moe_model(model)
+    for dtype in (gemm_dtype, kv_dtype, fmha, *((moe_dtype,) if moe else ())):
+        if dtype not in ("bfloat16", "float16"):
+            system.tensor_flops(dtype)
     if not is_moe_model(model):
         return build_dense_plan(
             model,

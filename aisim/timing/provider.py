@@ -8,7 +8,13 @@ import json
 import numpy as np
 
 from aisim.config.registry import current_version
-from aisim.errors import AisimError, EmptyTableError, NotAvailableError, OpTableError
+from aisim.errors import (
+    AisimError,
+    EmptyTableError,
+    NotAvailableError,
+    OpTableError,
+    UpFrontTableError,
+)
 
 # at import: a run's wall_time_ms excludes loading the plan builders
 from aisim.timing.families import build_plan, check_priced, is_moe_model, table_families
@@ -115,7 +121,8 @@ def plan_for(spec, where: str):
             for fam, cols in tables.items()
         }
     gemm = tables.get("gemm")
-    if gemm is not None and not any(len(v) for v in gemm.values()):
+    sol = deployment.mode == "SOL"  # SOL reads no table
+    if gemm is not None and not sol and not any(len(v) for v in gemm.values()):
         # AISimulate loads its GEMM table before any pass and refuses the run when it is empty,
         # even if every request is then rejected without a pass (docs/timing.md 5)
         raise EmptyTableError(
@@ -126,7 +133,7 @@ def plan_for(spec, where: str):
     try:
         plan = build_plan(model, tables, system, deployment)
     except OpTableError as exc:
-        if spec.database_mode == "HYBRID" and not isinstance(exc, EmptyTableError):
+        if spec.database_mode == "HYBRID" and not isinstance(exc, UpFrontTableError):
             raise HybridEstimateError(
                 f"{where}.timing: database_mode HYBRID would estimate an op the tables miss from "
                 f"empirical utilisation ({exc}), which is not available yet in aisim; use a "
@@ -146,7 +153,7 @@ def plan_unless_unpriced(spec, where: str, rejects_all):
     table miss (docs/timing.md 5)."""
     try:
         return plan_for(spec, where)
-    except EmptyTableError:
+    except UpFrontTableError:
         raise
     except (OpTableError, HybridEstimateError):
         if not rejects_all():

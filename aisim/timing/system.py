@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aisim.errors import OpTableError
+from aisim.errors import UnratedDtypeError
 
 # bytes per element, per table dtype name
 DTYPE_BYTES = {
@@ -19,7 +19,7 @@ DTYPE_BYTES = {
     "fp8_block": 1.0,
     "fp8_static": 1.0,
     "int8": 1.0,
-    "nvfp4": 0.5,
+    "nvfp4": 0.5625,
 }
 # the system's tensor-core FLOP/s key, per table dtype name
 _DTYPE_FLOPS_KEY = {
@@ -86,7 +86,7 @@ class GpuSystem:
         key = _DTYPE_FLOPS_KEY[dtype]
         if key not in self.flops:
             rated = sorted(d for d, k in _DTYPE_FLOPS_KEY.items() if k in self.flops)
-            raise OpTableError(
+            raise UnratedDtypeError(
                 f"{self.hardware or 'this GPU'} has no {dtype} tensor-core compute (it rates "
                 f"{', '.join(rated)}), so the {dtype} GEMMs / attention of this deployment "
                 "cannot be priced; use bfloat16 weights and KV cache here, or a GPU with fp8 "
