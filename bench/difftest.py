@@ -59,12 +59,14 @@ _AISIM_WRAPPER = """
 import sys
 import click
 from aisim.cli import main
-from aisim.errors import AisimError
+from aisim.errors import AisimError, NotAvailableError
 try:
     main(sys.argv[1:], prog_name="aisim", standalone_mode=False)
 except click.ClickException as exc:
     exc.show()
     kind = type(exc).__name__ if isinstance(exc, AisimError) else "ClickException"
+    if isinstance(exc, NotAvailableError):  # its subclasses are documented refusals too
+        kind = "NotAvailableError"
     print(f"difftest: aisim error class {kind}", file=sys.stderr)
     sys.exit(exc.exit_code)
 """
