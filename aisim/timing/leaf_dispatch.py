@@ -38,7 +38,7 @@ import numpy as np
 
 from aisim.kernels.optime_comm import Curve
 from aisim.timing.leaf_comm import absent_curve, allreduce_curve, nccl_curve
-from aisim.timing.system import GpuSystem
+from aisim.timing.system import DTYPE_BYTES, GpuSystem
 from aisim.timing.tables import Tables
 
 
@@ -71,22 +71,22 @@ def trtllm_gathers(system: GpuSystem) -> bool:
     return system.sm_version == 100
 
 
-GATHERED_BYTES = {"fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5 + 1.0 / 16.0}
-"""Bytes per element of the MoE inputs TRT-LLM gathers quantized (NVFP4: 4-bit values and
-one one-byte scale per 16 elements)."""
+GATHERED_QUANTIZED = ("fp8", "fp8_block", "nvfp4")
+"""Expert dtypes whose MoE inputs TRT-LLM gathers quantized, at their DTYPE_BYTES per element
+(NVFP4: 4-bit values and one one-byte scale per 16 elements)."""
 
 
 def gather_scale(backend: str, dtype: str, attention_dp: int, system: GpuSystem) -> float:
     """The pre-dispatch all_gather's message per bf16 element: TRT-LLM on an SM 100 GPU gathers
-    fp8 / NVFP4 MoE inputs quantized, at GATHERED_BYTES per element of the two-byte bf16 message
+    fp8 / NVFP4 MoE inputs quantized, at DTYPE_BYTES per element of the two-byte bf16 message
     (the all_gather of attention-DP only; the attention-TP allreduce moves bf16)."""
     if (
         backend == "trtllm"
-        and dtype in GATHERED_BYTES
+        and dtype in GATHERED_QUANTIZED
         and attention_dp > 1
         and trtllm_gathers(system)
     ):
-        return GATHERED_BYTES[dtype] / 2.0
+        return DTYPE_BYTES[dtype] / 2.0
     return 1.0
 
 

@@ -106,6 +106,7 @@ def static_fp8_scales(ops: list[GemmOp], tables: Tables | None) -> dict[str, np.
     op_w = np.zeros((len(ops), 2), np.float64)
     off, xs, ys, pws = [0], [], [], []
     ids: dict[tuple[str, int], int] = {}
+    rows_of: dict[str, dict] = {}  # each delta table in first-row order, read once
     for gi, op in enumerate(ops):
         # SOL mode (no tables): the deltas are floored away at the SOL the op is priced at
         for j, family in enumerate(SCALE_FAMILIES[: op.scales] if tables is not None else ()):
@@ -115,7 +116,9 @@ def static_fp8_scales(ops: list[GemmOp], tables: Tables | None) -> dict[str, np.
                     f"{family} quant_dtype=fp8",
                     f"no {family} rows to price static fp8 GEMMs",
                 )
-            c = ordered_rows(tables[family])
+            if family not in rows_of:
+                rows_of[family] = ordered_rows(tables[family])
+            c = rows_of[family]
             rows = c["quant_dtype"] == "fp8"
             ks = np.unique(c["k"][rows])
             if not ks.size or not ks[0] <= op.k <= ks[-1]:
