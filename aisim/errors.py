@@ -25,6 +25,11 @@ class NotAvailableError(AisimError):
     """A valid config asks for a feature that aisim does not implement yet."""
 
 
+class HybridEstimateError(NotAvailableError):
+    """HYBRID mode on a deployment whose tables miss an op: AISimulate would price that op from
+    its empirical utilisation grid, which aisim does not build yet."""
+
+
 class CapacityError(AisimError):
     """The deployment can never finish a request (e.g. the KV pool cannot hold one)."""
 

@@ -68,7 +68,7 @@ def build_plan(
     for dtype in (gemm_dtype, kv_dtype, fmha, *((moe_dtype,) if moe else ())):
         if dtype not in ("bfloat16", "float16"):
             system.tensor_flops(dtype)
-    if not is_moe_model(model):
+    if not moe:
         return build_dense_plan(
             model,
             tables,

@@ -11,6 +11,7 @@ from aisim.config.registry import current_version
 from aisim.errors import (
     AisimError,
     EmptyTableError,
+    HybridEstimateError,
     NotAvailableError,
     OpTableError,
     UpFrontTableError,
@@ -39,11 +40,6 @@ def plan_mode(database_mode: str) -> str:
     (AISimulate estimates an op from empirical utilisation only where its silicon lookup finds
     no data, which aisim refuses, see `HybridEstimateError`), so HYBRID shares SILICON's plans."""
     return "SILICON" if database_mode == "HYBRID" else database_mode
-
-
-class HybridEstimateError(NotAvailableError):
-    """HYBRID mode on a deployment whose tables miss an op: AISimulate would price that op from
-    its empirical utilisation grid, which aisim does not build yet."""
 
 
 def deployment_of(spec) -> Deployment:
