@@ -4,6 +4,7 @@ not referenced by live requests; TRT-LLM (GUARANTEED_NO_EVICT) when the request'
 footprint fits beside the to-completion needs of the running requests. A P/D decode rank admits
 activated requests, whose KV the handoff already placed."""
 
+from aisim.kernels import backend_rules as rules
 from aisim.kernels import kv_blocks as kv
 from aisim.kernels import mtp_step, queues, running
 from aisim.kernels._jit import helper
@@ -14,7 +15,6 @@ from aisim.kernels.codes import (
     SCHED_ADMIT_PREEMPT,
     SCHED_LOG_FULL,
     SCHED_PROGRESS,
-    Backend,
     ReqStatus,
     Role,
 )
@@ -29,7 +29,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
     nb = p.num_blocks
     flags = 0
     outstanding = -1  # TRT-LLM reservation, summed over running only when a head is tested
-    if ranks.dest_pending[r] > 0 and p.backend == Backend.VLLM:
+    if ranks.dest_pending[r] > 0 and rules.activated_pass_blocked_recomputes(p):
         return budget, admit_activated_only(p, req, ranks, stats, log, r, t_ms, budget)
     while ranks.wait_len[r] > 0 and ranks.run_len[r] < p.max_seqs:
         q = ranks.wait_head[r]
@@ -38,8 +38,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         fresh = req.num_admissions[q] == 0
         if fresh and p.role == Role.DECODE:
             # P/D activation: KV already reserved and materialised; no budget, no prefill
-            admit_activated(p, req, ranks, stats, log, r, q, t_ms)
-            flags |= SCHED_PROGRESS | admission_log_flags(p, log, stats)
+            flags |= SCHED_PROGRESS | admit_activated(p, req, ranks, stats, log, r, q, t_ms)
             if budget == 0:
                 # it needs no budget, but one admitted with none left ends the admission
                 # (observed: behind a recompute chunk that spends the budget, one activated
@@ -48,24 +47,20 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             continue
         too_big = prompt >= p.max_model_len
         if fresh and not too_big:
-            if p.backend == Backend.TRTLLM:
-                too_big = req.output_len[q] <= 0
-            else:
-                too_big = ceil_div(prompt, bs) > nb
+            too_big = rules.never_admissible(p, prompt, req.output_len[q])
         if too_big:
             queues.pop_waiting(req, ranks, r)
             queues.reject(p, req, ranks, stats, r, q, t_ms)
             flags |= SCHED_PROGRESS
             continue
-        trt = p.backend == Backend.TRTLLM
         popped = False
         hits, active = kv.probe_prefix(
-            req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching, trt
+            req, blocks, pfx_hash, q, r, known, bs, p.prefix_caching, rules.reuses_whole_prompt(p)
         )
         if mtp_on(mtp):
-            if not trt and hits > 0:
+            if rules.mtp_recomputes_last_hit(p) and hits > 0:
                 hits, active = mtp_step.drop_last_hit(hits, active)
-        if p.backend == Backend.TRTLLM:
+        if rules.reserves_to_completion(p):
             need = ceil_div(prompt + req.output_len[q], bs) - active
             if outstanding < 0:
                 outstanding = running.trt_outstanding(p, req, blocks, ranks, r)
@@ -87,7 +82,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             break
         if defer and remaining > 1:
             break
-        if mtp_on(mtp) and not trt and hits > 0:
+        if mtp_on(mtp) and rules.mtp_recomputes_last_hit(p) and hits > 0:
             # the test above counts live hits through the capped drop_last_hit estimate; the
             # allocation takes the hits' actual copies. When they do not fit, running requests
             # are preempted from the tail until they do, and admission ends after this one
@@ -126,7 +121,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         req.num_computed[q] = hit_tokens + n
         req.activated[q] = remaining == 0
         if mtp_on(mtp):
-            if trt and remaining == n and req.num_generated[q] == 0:
+            if rules.drafts_from_prefill_pass(p) and remaining == n and req.num_generated[q] == 0:
                 req.draft_slots[q] = 1 + p.nextn  # TRT-LLM drafts from the prefill pass on
             mtp_step.shape_add(p, req, ranks, blocks, mtp, r, q, 1)
         if p.prefix_caching:
@@ -140,18 +135,8 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
             req.reused_max[q] = hit_tokens
         req.num_admissions[q] += 1
         stats.counters[CNT_ADMISSIONS] += 1
-        if p.capture:
-            k = stats.counters[CNT_LOG]
-            if k >= log.req.shape[0]:
-                flags |= SCHED_LOG_FULL
-            else:
-                log.req[k] = q
-                log.at_ms[k] = t_ms
-                log.reused[k] = hit_tokens
-                log.readmit[k] = not fresh
-                log.pool[k] = p.role
-                stats.counters[CNT_LOG] = k + 1
-        if p.backend == Backend.TRTLLM:
+        flags |= log_admission(p, log, stats, q, t_ms, hit_tokens, not fresh)
+        if rules.reserves_to_completion(p):
             if outstanding >= 0:
                 outstanding += ceil_div(prompt + req.output_len[q], bs) - blocks.slot_nblk[slot]
         budget -= n
@@ -181,9 +166,20 @@ def _hits_fit(p, req, ranks, blocks, pfx_hash, q, r, hits, tokens):
 
 
 @helper
-def admission_log_flags(p, log, stats):
-    if p.capture and stats.counters[CNT_LOG] > log.req.shape[0]:
+def log_admission(p, log, stats, q, t_ms, reused, readmit):
+    """One admission-log row (captured runs). A full log keeps counting and flags the run, which
+    is then repeated with more room (aisim/engine/driver.py). Returns flags."""
+    if not p.capture:
+        return 0
+    k = stats.counters[CNT_LOG]
+    stats.counters[CNT_LOG] = k + 1
+    if k >= log.req.shape[0]:
         return SCHED_LOG_FULL
+    log.req[k] = q
+    log.at_ms[k] = t_ms
+    log.reused[k] = reused
+    log.readmit[k] = readmit
+    log.pool[k] = p.role
     return 0
 
 
@@ -192,7 +188,7 @@ def admit_activated(p, req, ranks, stats, log, r, q, t_ms):
     """Decode side of P/D: an activated request joins the running list with its prompt computed.
 
     It is in this pass's decode set with L = P and emits its first token at the pass end
-    (docs/rules.md 9.6); its blocks were taken at reservation.
+    (docs/rules.md 9.6); its blocks were taken at reservation. Returns flags.
     """
     queues.pop_waiting(req, ranks, r)
     ranks.run_list[r, ranks.run_len[r]] = q
@@ -209,15 +205,7 @@ def admit_activated(p, req, ranks, stats, log, r, q, t_ms):
     req.first_admit_ms[q] = t_ms
     req.num_admissions[q] += 1
     stats.counters[CNT_ADMISSIONS] += 1
-    if p.capture:
-        k = stats.counters[CNT_LOG]
-        if k < log.req.shape[0]:
-            log.req[k] = q
-            log.at_ms[k] = t_ms
-            log.reused[k] = req.reused_first[q]
-            log.readmit[k] = False
-            log.pool[k] = p.role
-        stats.counters[CNT_LOG] = k + 1
+    return log_admission(p, log, stats, q, t_ms, req.reused_first[q], False)
 
 
 @helper
@@ -243,8 +231,7 @@ def admit_activated_only(p, req, ranks, stats, log, r, t_ms, budget):
                     ranks.wait_tail[r] = prev
                 ranks.wait_len[r] -= 1
                 queues.push_waiting_front(req, ranks, r, q)
-            admit_activated(p, req, ranks, stats, log, r, q, t_ms)
-            flags |= SCHED_PROGRESS | admission_log_flags(p, log, stats)
+            flags |= SCHED_PROGRESS | admit_activated(p, req, ranks, stats, log, r, q, t_ms)
             if budget == 0:
                 break  # as in admit_waiting
         q = nxt

@@ -18,7 +18,7 @@ aggregated loop), one spawned by a zero-duration pass a round later still.
 
 import numpy as np
 
-from aisim.kernels import loop, queues
+from aisim.kernels import pool_pass, queues
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_PASSES,
@@ -87,7 +87,7 @@ def _finish_decode(pd, p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, 
         pd.run_mark[r] = ranks.run_len[r]
         if ranks.in_pass[r] and ranks.preempted[r]:
             pd.cap_gen[r] += 1
-    loop._finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms)
+    pool_pass.finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms)
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         if ranks.run_len[r] < pd.run_mark[r]:
@@ -132,16 +132,16 @@ def _start_pass_or_idle(
 
     Inlined for the decode pool: decode passes are ~97% of a P/D run's passes, and an
     out-of-line call copies every array descriptor of its arguments (~190 arrays) per pass."""
-    flags = loop._start_pass(
+    flags = pool_pass.start_pass(
         p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w, t_ms
     )
-    if flags & (1 << 8):
+    if flags & pool_pass.STALLED:
         workers.busy[w] = False
         workers.num_passes[w] -= 1
         stats.counters[CNT_PASSES] -= 1
         for d in range(p.dp_size):
             ranks.in_pass[w * p.dp_size + d] = False
-        flags &= ~(1 << 8)
+        flags &= ~pool_pass.STALLED
     return flags
 
 
@@ -393,7 +393,7 @@ def run_disaggregated(
         # starts: its prompts become source held at once and the worker is driven again, all
         # before any decode pass starts; the RESERVEs it queued run in the next round at t
         for w in range(n_wp):
-            while not workers_p.busy[w] and loop.worker_has_work(params_p, ranks_p, w):
+            while not workers_p.busy[w] and pool_pass.worker_has_work(params_p, ranks_p, w):
                 flags = _start_worker(
                     params_p,
                     req_p,
@@ -435,7 +435,7 @@ def run_disaggregated(
         # started, only in the next round at t (observed: a chain of zero decode passes runs
         # through before the prefill pool admits the replacements; docs/rules.md 9.2)
         for w in range(n_wd):
-            while not workers_d.busy[w] and loop.worker_has_work(params_d, ranks_d, w):
+            while not workers_d.busy[w] and pool_pass.worker_has_work(params_d, ranks_d, w):
                 flags = _start_pass_or_idle(
                     params_d,
                     req_d,

@@ -3,13 +3,13 @@ their floored means), the phase times of the deployment's timing (fixed, polynom
 through the memoized op plan), each phase rounded to whole nanoseconds; with MTP, the burst KV
 reservation that decides the decode set first."""
 
+from aisim.kernels import backend_rules as rules
 from aisim.kernels import kv_blocks as kv
 from aisim.kernels import mtp_step, optime_pass, running
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     SCHED_PROGRESS,
     SCHED_TRT_PREEMPT,
-    Backend,
     Role,
     TimingKind,
 )
@@ -212,7 +212,7 @@ def reserve_and_price_mtp(p, req, ranks, blocks, stats, pfx_hash, mtp, r, plan, 
     need = sh[r, mtp_step.SHAPE_NEED]
     if need > 0 and not mtp_step.reserve_bursts(ranks, blocks, r, need, p.num_blocks):
         while True:
-            if p.backend == Backend.TRTLLM:
+            if not rules.preempts_when_full(p):
                 flags |= SCHED_TRT_PREEMPT
                 break
             running.preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)

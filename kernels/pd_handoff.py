@@ -3,10 +3,11 @@ decode-side destination reservation and its retries, activation, source release,
 FIFOs that defer activations and releases while a worker's pass runs. kernels/loop_pd.py
 drives them."""
 
+from aisim.kernels import backend_rules as rules
 from aisim.kernels import kv_blocks as kv
-from aisim.kernels import loop, queues, running
+from aisim.kernels import pool_pass, queues, running
 from aisim.kernels._jit import helper, kernel
-from aisim.kernels.codes import PD_Q_TAIL, PD_RESERVATIONS, Backend, PDAction, ReqStatus
+from aisim.kernels.codes import PD_Q_TAIL, PD_RESERVATIONS, PDAction, ReqStatus
 from aisim.kernels.units import ceil_div
 
 
@@ -94,7 +95,7 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     prompt = req.prompt_len[q]
     prompt_blocks = ceil_div(prompt, bs)
     hits = 0
-    if p.backend == Backend.TRTLLM:
+    if rules.reserves_to_completion(p):
         full = ceil_div(prompt + req.output_len[q], bs)
         avail = (
             kv.num_free(ranks, r)
@@ -123,7 +124,7 @@ def _try_reserve(pd, p, req, ranks, blocks, pfx_hash, r, t_ms):
     req.slot[q] = slot
     kv.attach_hits(req, ranks, blocks, pfx_hash, q, r, slot, hits)
     kv.grow_slot(ranks, blocks, r, slot, prompt_blocks, p.num_blocks)
-    if p.backend == Backend.TRTLLM:
+    if rules.reserves_to_completion(p):
         pd.trt_need[r] += ceil_div(prompt + req.output_len[q], bs) - prompt_blocks
     # observed: a destination-side hit shortens the transfer but is not reported as reuse
     pd.reserved_ms[q] = t_ms
@@ -145,7 +146,7 @@ def apply_activation(pd, p, req, ranks, blocks, pfx_hash, q, t_ms):
         )
     req.status[q] = ReqStatus.WAITING
     _queue_by_reservation(pd, req, ranks, r, q)
-    if p.backend == Backend.TRTLLM:
+    if rules.reserves_to_completion(p):
         # from now on its remaining need is counted through the running list once admitted
         pd.trt_need[r] -= ceil_div(req.prompt_len[q] + req.output_len[q], p.block_size) - ceil_div(
             req.prompt_len[q], p.block_size
@@ -168,13 +169,13 @@ def never_fits(p, req, q):
     """Whether decode pool p could never hold request q's handoff, even empty (observed:
     vLLM needs the prompt's blocks, TRT-LLM the prompt's and the first token's), or its
     prompt reaches the pool's own context limit (a decode-only context_length)."""
-    tokens = req.prompt_len[q] + (1 if p.backend == Backend.TRTLLM else 0)
+    tokens = rules.handoff_tokens(p, req.prompt_len[q])
     return ceil_div(tokens, p.block_size) > p.num_blocks or req.prompt_len[q] >= p.max_model_len
 
 
 @kernel
 def finish_pass_unit(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
-    loop._finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms)
+    pool_pass.finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms)
 
 
 @kernel

@@ -4,6 +4,7 @@ allocation preempts the LAST running request (vLLM, LIFO, possibly itself); TRT-
 preempts (its admission reserved to completion). Lazy decoders act only when an event of theirs
 is due (kernels/lazy.py)."""
 
+from aisim.kernels import backend_rules as rules
 from aisim.kernels import kv_blocks as kv
 from aisim.kernels import lazy, mtp_step, queues
 from aisim.kernels._jit import helper, kernel
@@ -12,7 +13,6 @@ from aisim.kernels.codes import (
     CNT_PREEMPTIONS,
     SCHED_PROGRESS,
     SCHED_TRT_PREEMPT,
-    Backend,
     ReqStatus,
 )
 from aisim.kernels.mtp_step import mtp_on
@@ -115,14 +115,14 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
         charge = n
         if mtp_on(mtp):
             if req.drafting[q]:
-                if p.backend == Backend.VLLM:
+                if rules.budgets_draft_slots(p):
                     # vLLM charges 1 + nextn verification slots (fewer if the budget or the
                     # context limit runs out, and then walks fewer rates) for the known token
                     charge = min(1 + p.nextn, budget, p.max_model_len - prompt - g)
                     req.draft_slots[q] = charge
                 else:
                     req.draft_slots[q] = 1 + p.nextn  # TRT-LLM: drafts are not budgeted
-            elif p.backend == Backend.TRTLLM and c + n == prompt and g == 0:
+            elif rules.drafts_from_prefill_pass(p) and c + n == prompt and g == 0:
                 req.draft_slots[q] = 1 + p.nextn  # TRT-LLM drafts from the prefill pass on
         slot = kv.index(slots[q])
         # divisions are slow and a decode crosses a block boundary once per block_size steps
@@ -131,7 +131,7 @@ def schedule_running(p, req, ranks, blocks, stats, pfx_hash, r, budget, defer, x
             need = target - slot_nblk[slot]
             self_preempted = False
             while need > kv.num_free(ranks, r):
-                if p.backend == Backend.TRTLLM:
+                if not rules.preempts_when_full(p):
                     stats.counters[CNT_COMMITTED] += committed
                     return budget, flags | SCHED_TRT_PREEMPT, preempted
                 v = preempt_last(p, req, ranks, blocks, stats, pfx_hash, r)
