@@ -324,19 +324,14 @@ def plot(
 def validate(config_path: str, overrides: tuple[str, ...]) -> None:
     """Check a config without simulating; exit 2 with the first problem."""
     from aisim.config import load_config
-    from aisim.engine.spec import no_request_can_complete, resolve
+    from aisim.engine.deployment import resolve_run
+    from aisim.engine.spec import no_request_can_complete
     from aisim.engine.workload import resolve_workload
     from aisim.errors import NoRequestsCompleted
 
     cfg = load_config(config_path, overrides)
     workload = resolve_workload(cfg)
-    if cfg.engine.mode == "disaggregated":
-        from aisim.engine.pd import resolve_pd
-
-        pdspec = resolve_pd(cfg)
-        specs = [pdspec.prefill, pdspec.decode]
-    else:
-        specs = [resolve(cfg, workload)]
+    specs = resolve_run(cfg, workload).pools
     for spec in specs:
         if workload.trace_path is not None:
             from aisim.traffic_trace import check_trace

@@ -223,12 +223,12 @@ def estimate(
 
 def _role_spec(cfg, role: str | None):
     """The EngineSpec of the worker role whose passes are priced."""
-    from aisim.engine.spec import resolve
+    from aisim.engine.deployment import resolve_run
 
     roles = sorted(cfg.engine.workers)
     if role is None:
         if cfg.engine.mode == "aggregated":
-            return resolve(cfg)
+            return resolve_run(cfg).pools[0]
         raise ConfigError(
             f"--role: {cfg.source_path} is {cfg.engine.mode} (its pools differ); "
             f"name the pool to price: --role {' or --role '.join(roles)}"
@@ -237,12 +237,7 @@ def _role_spec(cfg, role: str | None):
         raise ConfigError(
             f"--role: {cfg.source_path} has no {role!r} worker; its roles: {', '.join(roles)}"
         )
-    if cfg.engine.mode == "aggregated":
-        return resolve(cfg)
-    from aisim.engine.pd import resolve_pd
-
-    pdspec = resolve_pd(cfg)
-    return pdspec.prefill if role == "prefill" else pdspec.decode
+    return resolve_run(cfg).pool(role)
 
 
 def _ops(ops: list[tuple[str, float]], total: float) -> list[dict]:

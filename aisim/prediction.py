@@ -33,7 +33,7 @@ class Prediction:
     prediction: dict  # prediction.json without per_request (the writers stream the records)
     records: object  # aisim.output.records.RequestRecords when captured, else None
     config_sha256: str
-    spec: object
+    spec: object  # aisim.engine.deployment.RunSpec
     passes: object = None  # aisim.state.PassLog trimmed to its rows (capture_passes)
 
 
@@ -67,10 +67,7 @@ def predict_config(
     from aisim.output.contract import contract_problems
 
     with _collector_paused():
-        if cfg.engine.mode == "disaggregated":
-            pred = _run_pd_prediction(cfg, digest, capture, capture_passes, memos)
-        else:
-            pred = _run_prediction(cfg, digest, capture, capture_passes, memos)
+        pred = _run_prediction(cfg, digest, capture, capture_passes, memos)
     problems = contract_problems(pred.prediction)
     if problems:
         # a field the output contract does not declare would be a new, undocumented output
@@ -94,56 +91,82 @@ def _collector_paused():
 
 
 def _run_prediction(cfg, digest: str, capture: bool, capture_passes: bool, memos) -> Prediction:
-    """predict_config for an aggregated deployment."""
-    from aisim.engine.run import load_engine, simulate_until_cutoff
-    from aisim.engine.spec import resolve
-    from aisim.engine.workload import resolve_workload
+    """predict_config for any run: one pool (aggregated) or two joined by the KV handoff."""
+    from aisim.engine.bounds import rejected_at_admission
+    from aisim.engine.deployment import resolve_run
+    from aisim.engine.driver import load_engine, run_traffic, simulate
     from aisim.metrics import power_fields, summarize
-    from aisim.state import without_run_fields
-    from aisim.traffic import role_traffic
 
-    workload = resolve_workload(cfg)
-    spec = resolve(cfg, workload)
-    load_engine(spec)  # like importing AISimulate's compiled engine: outside wall_time_ms
-    if spec.timing == "op_level":
-        from aisim.engine.bounds import rejected_at_admission
-        from aisim.timing.energy import power_report
+    run = resolve_run(cfg)
+    load_engine(run)  # like importing AISimulate's compiled engine: outside wall_time_ms
+    if any(spec.timing == "op_level" for spec in run.pools):
         from aisim.timing.provider import plan_unless_unpriced
         from aisim.timing.provider import provenance as op_level_provenance
-    if workload.trace_path is not None:
+    if run.workload.trace_path is not None:
         import aisim.traffic_trace  # noqa: F401  (its import stays outside wall_time_ms)
     t0 = time.perf_counter()  # AISimulate's wall_time_ms spans validated config -> metrics
-    traffic = role_traffic(spec, workload)
-    plan = None
-    memo = None
-    if spec.timing == "op_level":
-        where = f"{cfg.source_path}: engine.workers.{spec.role}"
+    traffics = run_traffic(run)
 
-        def rejects_all():
-            return bool(rejected_at_admission(spec, traffic.prompt_len).all())
+    def rejects_all():  # a request the first pool rejects reaches no pool's passes
+        return bool(rejected_at_admission(run.pools[0], traffics[0].prompt_len).all())
 
-        if memos is not None:
-            plan, memo = _shared_plan_and_memo(memos, spec, where, rejects_all)
-        else:
-            plan = plan_unless_unpriced(spec, where, rejects_all)
-    result = simulate_until_cutoff(
-        spec, traffic, capture=capture, plan=plan, capture_passes=capture_passes, memo=memo
-    )
-    result.req = without_run_fields(result.req, workload.max_time_ms != float("inf"))
+    plans = []
+    pool_memos = []
+    for spec in run.pools:
+        plan = memo = None
+        if spec.timing == "op_level":
+            where = f"{cfg.source_path}: engine.workers.{spec.role}"
+            if memos is not None:
+                plan, memo = _shared_plan_and_memo(memos, spec, where, rejects_all)
+            else:
+                plan = plan_unless_unpriced(spec, where, rejects_all)
+        plans.append(plan)
+        pool_memos.append(memo)
+    result = simulate(
+        run,
+        traffics,
+        capture=capture,
+        capture_passes=capture_passes,
+        plans=plans,
+        memos=pool_memos,
+    ).without_run_fields()
     prediction = dict(summarize(result, _sla(cfg)))
     prediction.update(power_fields())
-    if spec.timing == "op_level":
-        prediction["prediction_provenance"] = {spec.role: op_level_provenance(spec)}
-        power_w, coverage, diagnostics = power_report(
-            plan.op_names, op_sources(plan), plan.num_ctx_ops, _accumulators(result.memo)
-        )
+    prediction["prediction_provenance"] = {
+        spec.role: op_level_provenance(spec)
+        if spec.timing == "op_level"
+        else dict(_PROVENANCE[spec.timing])
+        for spec in run.pools
+    }
+    prediction.update(kv_precision_field(run.pools))
+    if all(plan is not None for plan in plans):
+        power_w, coverage, diagnostics = _power_report(plans, [p.memo for p in result.pools])
         prediction["power_w"] = power_w
         prediction["power_coverage"] = coverage
         prediction["power_diagnostics"] = diagnostics
-    else:
-        prediction["prediction_provenance"] = {spec.role: dict(_PROVENANCE[spec.timing])}
-    prediction.update(kv_precision_field((spec,)))
-    return _finish(prediction, t0, result, digest, capture, spec)
+    return _finish(prediction, t0, result, digest, capture, run)
+
+
+def _power_report(plans, pool_memos):
+    """The energy report of an op-level run: each op's sums come from the pool whose phase it
+    prices, the context ops from the first pool and the generation ops from the last (one pool
+    prices both)."""
+    from aisim.timing.energy import power_report
+
+    first, last = plans[0], plans[-1]
+    if not (first.op_names and last.op_names):
+        # an op-less plan: every request was rejected at prefill, no pool priced a pass
+        acc = _accumulators(pool_memos[0] if not first.op_names else pool_memos[-1])
+        return power_report((), (), 0, acc)
+    k = first.num_ctx_ops
+    acc = _accumulators(pool_memos[0])
+    acc_last = _accumulators(pool_memos[-1])
+    acc.ms[k:] = acc_last.ms[k:]
+    acc.energy_wms[k:] = acc_last.energy_wms[k:]
+    acc.covered_ms[k:] = acc_last.covered_ms[k:]
+    acc.decode_evals = acc_last.decode_evals
+    sources = tuple(op_sources(first)[:k]) + tuple(op_sources(last)[k:])
+    return power_report(first.op_names, sources, k, acc)
 
 
 def _finish(prediction: dict, t0: float, result, digest: str, capture: bool, spec) -> Prediction:
@@ -219,77 +242,6 @@ def _sla(cfg):
     return cfg.evaluation.sla if cfg.evaluation is not None else None
 
 
-def _run_pd_prediction(cfg, digest: str, capture: bool, capture_passes: bool, memos) -> Prediction:
-    """run_prediction for engine.mode disaggregated (docs/rules.md 9)."""
-    from aisim.engine.pd import load_engine_pd, resolve_pd, simulate_pd
-    from aisim.metrics import power_fields, summarize
-
-    pdspec = resolve_pd(cfg)
-    load_engine_pd(pdspec)
-    from aisim.engine.bounds import rejected_at_admission
-    from aisim.timing.energy import power_report
-    from aisim.timing.provider import plan_unless_unpriced
-    from aisim.timing.provider import provenance as op_level_provenance
-    from aisim.traffic import role_traffic
-
-    def rejects_all():  # a request the prefill pool rejects reaches neither pool's passes
-        prompts = role_traffic(pdspec.prefill, pdspec.workload).prompt_len
-        return bool(rejected_at_admission(pdspec.prefill, prompts).all())
-
-    t0 = time.perf_counter()
-    roles = (("prefill", pdspec.prefill), ("decode", pdspec.decode))
-    plans = []
-    role_memos = []
-    for role, spec in roles:
-        plan = memo = None
-        if spec.timing == "op_level":
-            where = f"{cfg.source_path}: engine.workers.{role}"
-            if memos is not None:
-                plan, memo = _shared_plan_and_memo(memos, spec, where, rejects_all)
-            else:
-                plan = plan_unless_unpriced(spec, where, rejects_all)
-        plans.append(plan)
-        role_memos.append(memo)
-    result = simulate_pd(
-        pdspec,
-        capture=capture,
-        plans=tuple(plans),
-        capture_passes=capture_passes,
-        memos=tuple(role_memos),
-    )
-    prediction = dict(summarize(result, _sla(cfg)))
-    prediction.update(power_fields())
-    provenance_by_role = {}
-    for role, spec in roles:
-        if spec.timing == "op_level":
-            provenance_by_role[role] = op_level_provenance(spec)
-        else:
-            provenance_by_role[role] = dict(_PROVENANCE[spec.timing])
-    prediction["prediction_provenance"] = provenance_by_role
-    prediction.update(kv_precision_field((pdspec.prefill, pdspec.decode)))
-    if all(plan is not None for plan in plans):
-        # the prefill role's provider prices prefill phases, the decode role's decode phases
-        plan_p, plan_d = plans
-        if not (plan_p.op_names and plan_d.op_names):
-            # an op-less plan: every request was rejected at prefill, neither pool priced a pass
-            acc = _accumulators(result.memo_p if not plan_p.op_names else result.memo_d)
-            power_w, coverage, diagnostics = power_report((), (), 0, acc)
-        else:
-            acc = _accumulators(result.memo_p)
-            acc_d = _accumulators(result.memo_d)
-            k = plan_p.num_ctx_ops
-            acc.ms[k:] = acc_d.ms[k:]
-            acc.energy_wms[k:] = acc_d.energy_wms[k:]
-            acc.covered_ms[k:] = acc_d.covered_ms[k:]
-            acc.decode_evals = acc_d.decode_evals
-            sources = op_sources(plan_p)[:k] + op_sources(plan_d)[k:]
-            power_w, coverage, diagnostics = power_report(plan_p.op_names, sources, k, acc)
-        prediction["power_w"] = power_w
-        prediction["power_coverage"] = coverage
-        prediction["power_diagnostics"] = diagnostics
-    return _finish(prediction, t0, result, digest, capture, pdspec)
-
-
 def op_sources(plan):
     from aisim.timing.energy import op_sources as sources
 
@@ -317,16 +269,15 @@ def provenance(pred: Prediction) -> dict:
     }
 
 
-def optable_sha256(spec) -> str:
+def optable_sha256(run) -> str:
     """Hash of the op-time table manifest (which lists every table's sha256) of the run's
-    hardware (P/D: of each op-level role's, in name order when they differ); "" when the run's
-    timing does not read the tables."""
-    if getattr(spec, "timing", None) != "op_level":
+    hardware (of each op-level pool's, in name order when they differ); "" when the client
+    pool's timing does not read the tables."""
+    if run.client.timing != "op_level":
         return ""
     from aisim.timing.plan_cache import manifest_bytes
 
-    roles = (spec.prefill, spec.decode) if hasattr(spec, "decode") else (spec,)
-    hardware = sorted({r.hardware for r in roles if r.timing == "op_level"})
+    hardware = sorted({r.hardware for r in run.pools if r.timing == "op_level"})
     return hashlib.sha256(b"".join(manifest_bytes(h) for h in hardware)).hexdigest()
 
 

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from aisim.engine.run import simulate
+from aisim.engine.driver import simulate_pool
 from aisim.engine.workload import WorkloadSpec
 from aisim.errors import CapacityError
 from aisim.traffic import synthetic
@@ -18,7 +18,7 @@ from tests.test_pass_compression import _assert_same
 
 def _run(spec, traffic, fast: bool):
     try:
-        return simulate(spec, traffic, capture=True, lazy_decode=fast)
+        return simulate_pool(spec, traffic, capture=True, lazy_decode=fast)
     except CapacityError:
         return None
 
@@ -36,8 +36,10 @@ def test_leaps_change_nothing(seed: int) -> None:
     _assert_same(fast, exact)
     if fast is not None:
         np.testing.assert_array_equal(fast.stats.acc, exact.stats.acc)
-        assert fast.workers.num_passes.tolist() == exact.workers.num_passes.tolist()
-        assert fast.workers.busy_ms.tolist() == exact.workers.busy_ms.tolist()
+        assert (
+            fast.pools[0].workers.num_passes.tolist() == exact.pools[0].workers.num_passes.tolist()
+        )
+        assert fast.pools[0].workers.busy_ms.tolist() == exact.pools[0].workers.busy_ms.tolist()
 
 
 @pytest.mark.parametrize("load", ["concurrency", "poisson"])

@@ -38,15 +38,15 @@ BUSY = [
 # the child's simulation kernel touches `marker` once it runs (the warm-up call has no requests)
 MARK_KERNEL = """
     import sys
-    import aisim.engine.run as run
-    real = run.run_kernel
+    import aisim.engine.one_pool as one_pool
+    real = one_pool.run_kernel
     def marked(fn, *args):
         def kernel(*a):
             if len(a[1].prompt_len):
                 open({marker!r}, "w").close()
             return fn(*a)
         return real(kernel, *args)
-    run.run_kernel = marked
+    one_pool.run_kernel = marked
     from aisim.cli import main
     main(sys.argv[1:])
     """

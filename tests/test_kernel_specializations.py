@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from aisim.engine.run import simulate
+from aisim.engine.driver import simulate_pool
 from aisim.kernels import loop, rng
 from aisim.traffic import synthetic
 from tests.test_kernel_vs_reference import random_case
@@ -23,7 +23,7 @@ def test_every_kernel_has_one_specialization() -> None:
         workload = dataclasses.replace(
             traffic.workload, load=load, rate_per_s=50.0, num_requests=20
         )
-        simulate(spec, synthetic(spec, workload), capture=capture)
+        simulate_pool(spec, synthetic(spec, workload), capture=capture)
     # the event loop compiles once per MTP mode by design (its `mtp` argument is NoMtp or
     # MtpState); an MTP run earlier in the session adds that one, nothing else may
     modes = [str(sig[-2]).split("(")[0] for sig in loop.run_aggregated.signatures]

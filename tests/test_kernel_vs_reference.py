@@ -15,7 +15,7 @@ import random
 import numpy as np
 import pytest
 
-from aisim.engine.run import simulate
+from aisim.engine.driver import simulate_pool
 from aisim.engine.spec import EngineSpec
 from aisim.engine.workload import WorkloadSpec
 from aisim.errors import CapacityError
@@ -240,7 +240,7 @@ def compare(spec: EngineSpec, traffic: Traffic) -> list[str]:
     except ref.TrtPreemption:
         ref_outcome = "trt_preemption"
     try:
-        res = simulate(spec, traffic, capture=True, check_invariants=True)
+        res = simulate_pool(spec, traffic, capture=True, check_invariants=True)
         outcome = "ok"
     except CapacityError:
         outcome = "stalled"
@@ -249,7 +249,7 @@ def compare(spec: EngineSpec, traffic: Traffic) -> list[str]:
     if outcome != ref_outcome or outcome != "ok":
         return [] if outcome == ref_outcome else [f"outcome: kernel {outcome} ref {ref_outcome}"]
     bad = []
-    k = res.req
+    k = res.requests
     for r in sim.requests:
         i = r.idx
         got = {

@@ -112,11 +112,11 @@ def test_capture_passes_changes_no_prediction(tmp_path: Path, text: str) -> None
 
 
 def test_pass_capture_grows_when_the_estimate_is_short(monkeypatch) -> None:
-    import aisim.engine.run as run
+    import aisim.engine.driver as driver
     from aisim.api import predict
 
     full = predict(PRESSURE, capture_passes=True)
-    monkeypatch.setattr(run, "pass_rows_estimate", lambda spec, traffic: 3)
+    monkeypatch.setattr(driver, "pass_rows_estimate", lambda spec, traffic: 3)
     short = predict(PRESSURE, capture_passes=True)
     assert short.prediction_sha256 == full.prediction_sha256
     assert short.passes.equals(full.passes)
@@ -145,11 +145,11 @@ def test_disaggregated_passes_hold_both_pools(tmp_path: Path) -> None:
 
 
 def test_disaggregated_pass_capture_grows_when_the_estimate_is_short(monkeypatch) -> None:
-    import aisim.engine.run as run
+    import aisim.engine.driver as driver
     from aisim.api import predict
 
     full = predict(PD_OP_LEVEL, capture_passes=True)
-    monkeypatch.setattr(run, "pass_rows_estimate", lambda spec, traffic: 2)
+    monkeypatch.setattr(driver, "pass_rows_estimate", lambda spec, traffic: 2)
     short = predict(PD_OP_LEVEL, capture_passes=True)
     assert short.prediction_sha256 == full.prediction_sha256
     assert short.passes.equals(full.passes)

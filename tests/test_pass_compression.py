@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from aisim.engine.run import simulate
+from aisim.engine.driver import simulate_pool
 from aisim.engine.workload import WorkloadSpec
 from aisim.errors import CapacityError
 from aisim.kernels.codes import CNT_LAZY
@@ -33,7 +33,9 @@ COMPARED = (
 
 def _run(spec, traffic, lazy_decode):
     try:
-        return simulate(spec, traffic, capture=True, lazy_decode=lazy_decode, check_invariants=True)
+        return simulate_pool(
+            spec, traffic, capture=True, lazy_decode=lazy_decode, check_invariants=True
+        )
     except CapacityError:
         return None
 
@@ -43,7 +45,9 @@ def _assert_same(a, b) -> None:
     if a is None:
         return
     for name in COMPARED:
-        np.testing.assert_array_equal(getattr(a.req, name), getattr(b.req, name), err_msg=name)
+        np.testing.assert_array_equal(
+            getattr(a.requests, name), getattr(b.requests, name), err_msg=name
+        )
     np.testing.assert_array_equal(a.stats.counters[:7], b.stats.counters[:7])
     np.testing.assert_array_equal(a.stats.bins, b.stats.bins)
     np.testing.assert_array_equal(a.stats.cnt, b.stats.cnt)

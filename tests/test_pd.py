@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aisim.config import load_config
-from aisim.engine.pd import resolve_pd
+from aisim.engine.deployment import resolve_run
 from aisim.errors import CapacityError, ConfigError, NotAvailableError
 from aisim.prediction import run_prediction
 
@@ -45,15 +45,17 @@ def _cfg(tmp_path: Path, text: str = PD, overrides: tuple[str, ...] = ()):
 
 def test_roles_resolve_with_prefill_defaults(tmp_path: Path) -> None:
     _, cfg = _cfg(tmp_path)
-    spec = resolve_pd(cfg)
-    assert spec.prefill.role == "prefill" and spec.decode.role == "decode"
-    assert spec.prefill.max_seqs == 1  # prefill max_sequences defaults to 1 (docs/rules.md 9.1)
-    assert spec.decode.max_seqs == 256
-    assert spec.decode.replicas == 2
+    spec = resolve_run(cfg)
+    assert spec.pool("prefill").role == "prefill" and spec.pool("decode").role == "decode"
+    assert (
+        spec.pool("prefill").max_seqs == 1
+    )  # prefill max_sequences defaults to 1 (docs/rules.md 9.1)
+    assert spec.pool("decode").max_seqs == 256
+    assert spec.pool("decode").replicas == 2
     # bytes_per_token auto: 2 x 64 layers x (8 kv heads / TP 4) x 128 x 2 bytes (docs/rules.md 9.4)
-    assert spec.transfer.bytes_per_token == 65536.0
-    assert spec.transfer.bandwidth_gb_s == 400.0
-    assert not spec.transfer.full_prompt
+    assert spec.handoff.bytes_per_token == 65536.0
+    assert spec.handoff.bandwidth_gb_s == 400.0
+    assert not spec.handoff.full_prompt
 
 
 @pytest.mark.parametrize("model", ["deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3.2"])
@@ -61,14 +63,14 @@ def test_auto_bytes_per_token_of_mla_models(tmp_path: Path, model: str) -> None:
     """DeepSeek's fp8 KV cache still transfers at the checkpoint dtype: 61 layers x (512 latent
     + 64 rope) x 2 bytes, no indexer keys, not split by TP (AISimulate's lowered spec)."""
     _, cfg = _cfg(tmp_path, overrides=(f"engine.model={model}",))
-    assert resolve_pd(cfg).transfer.bytes_per_token == 70272.0
+    assert resolve_run(cfg).handoff.bytes_per_token == 70272.0
 
 
 def test_null_bandwidth_means_no_delay(tmp_path: Path) -> None:
     _, cfg = _cfg(tmp_path, overrides=("engine.kv_transfer={bandwidth_gb_per_second: null}",))
-    assert resolve_pd(cfg).transfer.bandwidth_gb_s == 0.0
+    assert resolve_run(cfg).handoff.bandwidth_gb_s == 0.0
     _, cfg = _cfg(tmp_path, overrides=("engine.kv_transfer=null",))
-    assert resolve_pd(cfg).transfer.bandwidth_gb_s == 0.0
+    assert resolve_run(cfg).handoff.bandwidth_gb_s == 0.0
 
 
 def test_explicit_bytes_per_token_and_full_prompt(tmp_path: Path) -> None:
@@ -79,7 +81,7 @@ def test_explicit_bytes_per_token_and_full_prompt(tmp_path: Path) -> None:
             "timing_mode: full_prompt}",
         ),
     )
-    t = resolve_pd(cfg).transfer
+    t = resolve_run(cfg).handoff
     assert (t.bytes_per_token, t.bandwidth_gb_s, t.full_prompt) == (1000.0, 50.0, True)
 
 
@@ -122,14 +124,14 @@ def test_decode_pool_that_holds_the_prompt_but_not_its_growth_is_a_capacity_erro
         ),
     )
     with pytest.raises(CapacityError, match=r"engine\.workers\.decode\.kv_cache\.capacity\.blocks"):
-        resolve_pd(cfg)
+        resolve_run(cfg)
 
 
 def test_decode_pool_smaller_than_the_prompt_is_simulated(tmp_path: Path) -> None:
     """A pool that cannot even take the handoff makes every request fail (simulated, like
     AISimulate; tests/golden/pd-decode-pool-never-fits pins the figures)."""
     _, cfg = _cfg(tmp_path, overrides=("engine.workers.decode.kv_cache.capacity.blocks=10",))
-    assert resolve_pd(cfg).decode.num_blocks == 10
+    assert resolve_run(cfg).pool("decode").num_blocks == 10
 
 
 def test_mtp_with_pd_not_available(tmp_path: Path) -> None:
@@ -143,7 +145,7 @@ def test_mtp_with_pd_not_available(tmp_path: Path) -> None:
         ),
     )
     with pytest.raises(NotAvailableError, match=r"engine\.nextn"):
-        resolve_pd(cfg)
+        resolve_run(cfg)
 
 
 def test_kv_transfer_rejected_in_aggregated_mode(tmp_path: Path) -> None:

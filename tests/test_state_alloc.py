@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from aisim import state as st
-from aisim.engine.run import simulate
+from aisim.engine.driver import simulate_pool
 from aisim.metrics import summarize
 from aisim.traffic import synthetic
 from tests.test_kernel_vs_reference import random_case
@@ -32,10 +32,10 @@ def test_summary_is_the_same_without_the_loop_only_fields() -> None:
     workload = dataclasses.replace(
         traffic.workload, num_requests=40, load="concurrency", concurrency=8
     )
-    result = simulate(spec, synthetic(spec, workload))
+    result = simulate_pool(spec, synthetic(spec, workload))
     full = summarize(result)
-    result.req = st.without_run_fields(result.req, keep_cutoff_fields=False)
-    assert all(len(getattr(result.req, name)) == 0 for name in st.RUN_ONLY_FIELDS)
+    result = result.without_run_fields()
+    assert all(len(getattr(result.requests, name)) == 0 for name in st.RUN_ONLY_FIELDS)
     assert summarize(result) == full
 
 
@@ -45,6 +45,6 @@ def test_request_state_does_not_grow_with_output_tokens() -> None:
     sizes = []
     for output in (16, 4096):
         workload = dataclasses.replace(traffic.workload, num_requests=32, output_tokens=output)
-        result = simulate(spec, synthetic(spec, workload))
-        sizes.append(sum(a.nbytes for a in result.req))
+        result = simulate_pool(spec, synthetic(spec, workload))
+        sizes.append(sum(a.nbytes for a in result.requests))
     assert sizes[0] == sizes[1]

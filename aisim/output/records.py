@@ -161,7 +161,7 @@ class RequestRecords:
 
     def _batch(self, idx: np.ndarray) -> list[dict]:
         req = self.req
-        dp = self.result.spec.dp_size
+        dp = self.result.pools[0].spec.dp_size
         rows = self._common(idx)
         for row, hist, r, first_admit, reused_max in zip(
             rows,
@@ -207,8 +207,8 @@ class RequestRecords:
     def _pd_batch(self, idx: np.ndarray) -> list[dict]:
         """Records of a disaggregated run, with the P/D timestamps of docs/rules.md 9.8."""
         result = self.result
-        rp, rd, pd = result.req_p, result.req_d, result.pd
-        spec = result.spec
+        prefill, decode = result.pools
+        rp, rd, pd = prefill.req, decode.req, result.handoff
         rows = self._common(idx)
         for (
             row,
@@ -256,9 +256,9 @@ class RequestRecords:
                 per_pool[pool] = per_pool.get(pool, 0) + 1
             routes = []
             if r_p >= 0:
-                routes.append(_route("prefill", r_p, spec.prefill.dp_size))
+                routes.append(_route("prefill", r_p, prefill.spec.dp_size))
             if r_d >= 0:
-                routes.append(_route("decode", r_d, spec.decode.dp_size))
+                routes.append(_route("decode", r_d, decode.spec.dp_size))
             # a failed handoff was routed to a decode rank that never took it
             routed = r_d >= 0
             decoded = routed and status_p != ReqStatus.FAILED

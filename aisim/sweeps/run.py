@@ -278,11 +278,11 @@ def _import_parquet() -> None:
 def _warm_engine(task: dict) -> None:
     try:
         from aisim.config import load_config
-        from aisim.engine.run import load_engine
-        from aisim.engine.spec import resolve
+        from aisim.engine.deployment import resolve_run
+        from aisim.engine.driver import load_engine
 
         load_engine(
-            resolve(
+            resolve_run(
                 load_config(task["base"], tuple(task["base_overrides"]) + tuple(task["overrides"]))
             )
         )
