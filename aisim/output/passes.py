@@ -9,21 +9,23 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from aisim.output.schema import _f, table_metadata
+from aisim.output.schema import column, table_metadata
 
 ROLE_NAMES = ("aggregated", "prefill", "decode")  # by kernels.codes.Role
 
 PASS_COLUMNS = [
-    _f("pass_index", pa.int64(), "index", "row order: rank-passes by start time", False),
-    _f("start_ms", pa.float64(), "ms", "pass start (simulated time)", False),
-    _f("end_ms", pa.float64(), "ms", "pass end: the worker's slowest rank", False),
-    _f("rank", pa.int32(), "index", "scheduler rank = worker x attention_data + dp_rank", False),
-    _f("worker", pa.int32(), "index", "worker (replica) within its role", False),
-    _f("role", pa.string(), "code", "worker role: aggregated, prefill or decode", False),
-    _f("num_prefill", pa.int32(), "requests", "requests computing prompt tokens", False),
-    _f("num_decode", pa.int32(), "requests", "requests decoding one token", False),
-    _f("tokens_scheduled", pa.int64(), "tokens", "tokens scheduled in the pass", False),
-    _f(
+    column("pass_index", pa.int64(), "index", "row order: rank-passes by start time", False),
+    column("start_ms", pa.float64(), "ms", "pass start (simulated time)", False),
+    column("end_ms", pa.float64(), "ms", "pass end: the worker's slowest rank", False),
+    column(
+        "rank", pa.int32(), "index", "scheduler rank = worker x attention_data + dp_rank", False
+    ),
+    column("worker", pa.int32(), "index", "worker (replica) within its role", False),
+    column("role", pa.string(), "code", "worker role: aggregated, prefill or decode", False),
+    column("num_prefill", pa.int32(), "requests", "requests computing prompt tokens", False),
+    column("num_decode", pa.int32(), "requests", "requests decoding one token", False),
+    column("tokens_scheduled", pa.int64(), "tokens", "tokens scheduled in the pass", False),
+    column(
         "prefill_tokens",
         pa.int64(),
         "tokens",
@@ -31,23 +33,23 @@ PASS_COLUMNS = [
         "cache, recomputation after a preemption included); sums to committed_prefill_tokens",
         False,
     ),
-    _f(
+    column(
         "mean_decode_context",
         pa.float64(),
         "tokens",
         "mean context length L of the decode set (null without decoders)",
     ),
-    _f("kv_blocks_used", pa.int64(), "blocks", "KV blocks referenced by live requests", False),
-    _f(
+    column("kv_blocks_used", pa.int64(), "blocks", "KV blocks referenced by live requests", False),
+    column(
         "kv_blocks_cached",
         pa.int64(),
         "blocks",
         "free KV blocks still holding cached prefix content (evictable)",
         False,
     ),
-    _f("waiting", pa.int32(), "requests", "waiting requests after scheduling", False),
-    _f("running", pa.int32(), "requests", "running requests after scheduling", False),
-    _f("preemptions", pa.int32(), "requests", "requests preempted in the pass", False),
+    column("waiting", pa.int32(), "requests", "waiting requests after scheduling", False),
+    column("running", pa.int32(), "requests", "running requests after scheduling", False),
+    column("preemptions", pa.int32(), "requests", "requests preempted in the pass", False),
 ]
 
 PASSES_SCHEMA = pa.schema(PASS_COLUMNS)

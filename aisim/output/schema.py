@@ -7,45 +7,46 @@ import pyarrow as pa
 SCHEMA_VERSION = "1"
 
 
-def _f(name: str, typ: pa.DataType, unit: str, doc: str, nullable: bool = True) -> pa.Field:
+def column(name: str, typ: pa.DataType, unit: str, doc: str, nullable: bool = True) -> pa.Field:
+    """A parquet column with its unit and meaning in the field metadata."""
     return pa.field(name, typ, nullable=nullable, metadata={"unit": unit, "doc": doc})
 
 
 REQUEST_COLUMNS = [
-    _f("request_index", pa.int64(), "index", "creation order (session_<index>)", False),
-    _f("session_id", pa.string(), "id", "AISimulate session id", False),
-    _f(
+    column("request_index", pa.int64(), "index", "creation order (session_<index>)", False),
+    column("session_id", pa.string(), "id", "AISimulate session id", False),
+    column(
         "terminal_status",
         pa.string(),
         "code",
         "completed | rejected | failed (P/D: the decode pool could never hold the handoff)",
         False,
     ),
-    _f("scheduler_id", pa.int32(), "index", "worker x attention_data + dp_rank", False),
-    _f("worker_idx", pa.int32(), "index", "worker (replica) index", False),
-    _f("dp_rank", pa.int32(), "index", "attention-DP rank within the worker", False),
-    _f("arrival_time_ms", pa.float64(), "ms", "arrival time", False),
-    _f("first_admit_ms", pa.float64(), "ms", "start of the first pass that scheduled it"),
-    _f("first_token_ms", pa.float64(), "ms", "first output token time"),
-    _f("last_token_ms", pa.float64(), "ms", "last output token time"),
-    _f("terminal_time_ms", pa.float64(), "ms", "completion or rejection time", False),
-    _f("ttft_ms", pa.float64(), "ms", "first token - arrival"),
-    _f("ttst_ms", pa.float64(), "ms", "second token - first token"),
-    _f("e2e_latency_ms", pa.float64(), "ms", "last token - arrival"),
-    _f("itl_ms", pa.float64(), "ms", "(last - first) / (output_length - 1)"),
-    _f("input_length", pa.int64(), "tokens", "prompt length", False),
-    _f("requested_output_length", pa.int64(), "tokens", "configured output length", False),
-    _f("output_length", pa.int64(), "tokens", "tokens emitted", False),
-    _f("reused_input_tokens", pa.int64(), "tokens", "largest prefix-cache hit", False),
-    _f(
+    column("scheduler_id", pa.int32(), "index", "worker x attention_data + dp_rank", False),
+    column("worker_idx", pa.int32(), "index", "worker (replica) index", False),
+    column("dp_rank", pa.int32(), "index", "attention-DP rank within the worker", False),
+    column("arrival_time_ms", pa.float64(), "ms", "arrival time", False),
+    column("first_admit_ms", pa.float64(), "ms", "start of the first pass that scheduled it"),
+    column("first_token_ms", pa.float64(), "ms", "first output token time"),
+    column("last_token_ms", pa.float64(), "ms", "last output token time"),
+    column("terminal_time_ms", pa.float64(), "ms", "completion or rejection time", False),
+    column("ttft_ms", pa.float64(), "ms", "first token - arrival"),
+    column("ttst_ms", pa.float64(), "ms", "second token - first token"),
+    column("e2e_latency_ms", pa.float64(), "ms", "last token - arrival"),
+    column("itl_ms", pa.float64(), "ms", "(last - first) / (output_length - 1)"),
+    column("input_length", pa.int64(), "tokens", "prompt length", False),
+    column("requested_output_length", pa.int64(), "tokens", "configured output length", False),
+    column("output_length", pa.int64(), "tokens", "tokens emitted", False),
+    column("reused_input_tokens", pa.int64(), "tokens", "largest prefix-cache hit", False),
+    column(
         "first_admission_reused_input_tokens",
         pa.int64(),
         "tokens",
         "prefix-cache hit at the first admission",
         False,
     ),
-    _f("admission_count", pa.int32(), "count", "admissions including readmissions", False),
-    _f("readmission_count", pa.int32(), "count", "admissions after a preemption", False),
+    column("admission_count", pa.int32(), "count", "admissions including readmissions", False),
+    column("readmission_count", pa.int32(), "count", "admissions after a preemption", False),
 ]
 
 REQUESTS_SCHEMA = pa.schema(REQUEST_COLUMNS)

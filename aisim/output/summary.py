@@ -13,7 +13,7 @@ import json
 import pyarrow as pa
 
 from aisim.output.contract import ALWAYS, FIELDS, FLOAT, HOST_FIELDS, INT, JSON, STR
-from aisim.output.schema import _f, table_metadata
+from aisim.output.schema import column, table_metadata
 
 _ARROW_TYPES = {INT: pa.int64(), FLOAT: pa.float64(), STR: pa.string(), JSON: pa.string()}
 
@@ -28,7 +28,7 @@ def summary_field(name: str, value=None, always_nullable: bool = False) -> pa.Fi
     fd = FIELDS[name]
     doc = fd.meaning + (" (JSON text, sorted keys)" if fd.kind == JSON else "")
     nullable = always_nullable or fd.nullable or fd.presence != ALWAYS
-    return _f(name, _ARROW_TYPES[fd.kind], fd.unit, doc, nullable)
+    return column(name, _ARROW_TYPES[fd.kind], fd.unit, doc, nullable)
 
 
 def summary_values(prediction: dict) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from aisim.output.schema import _f, table_metadata
+from aisim.output.schema import column, table_metadata
 from aisim.output.summary import summary_field, summary_values
 
 
@@ -32,8 +32,8 @@ def sweep_table(points, records: list[dict], base_sha256: str, meta: dict) -> pa
     """Points (aisim.sweeps.grid.Point) and their records, in point order -> the sweep table."""
     keys = [k for k, _ in points[0].values] if points else []
     fields = [
-        _f("point_index", pa.int64(), "index", "position in the sweep's point order", False),
-        _f(
+        column("point_index", pa.int64(), "index", "position in the sweep's point order", False),
+        column(
             "point_id",
             pa.string(),
             "id",
@@ -44,11 +44,11 @@ def sweep_table(points, records: list[dict], base_sha256: str, meta: dict) -> pa
     swept_types = {}
     for k in keys:
         swept_types[k] = _swept_type([dict(p.values)[k] for p in points])
-        fields.append(_f(k, swept_types[k], "value", f"swept config value {k}", False))
+        fields.append(column(k, swept_types[k], "value", f"swept config value {k}", False))
     fields += [
-        _f("status", pa.string(), "code", "ok | error", False),
-        _f("error", pa.string(), "text", "why the point failed (null when ok)"),
-        _f(
+        column("status", pa.string(), "code", "ok | error", False),
+        column("error", pa.string(), "text", "why the point failed (null when ok)"),
+        column(
             "prediction_sha256",
             pa.string(),
             "sha256",
