@@ -4,11 +4,11 @@ At low concurrency a run is millions of passes in which the only running request
 decoders (kernels/lazy.py) and no event is due: each such pass only prices the decode set,
 records the token gap and advances the clock. The generic event loop pays for scanning workers,
 routing and the full scheduling pass every time; this loop does only what such a *pure* pass
-changes, in the same order as `loop._finish_pass` / `loop._start_pass` / `sched.schedule_rank`
-/ `emission.emit_rank` would, so results are bit-identical (the golden and pass-compression tests
-run through it). It stops before any pass that could differ: an arrival to route, a calendar
-event (KV block boundary, cacheable block, completion), active or waiting requests, a rejection
-to report.
+changes, in the same order as `pool_pass.finish_pass` / `pool_pass.start_pass` /
+`sched.schedule_rank` / `emission.emit_rank` would, so results are bit-identical (the golden and
+pass-compression tests run through it). It stops before any pass that could differ: an arrival
+to route, a calendar event (KV block boundary, cacheable block, completion), active or waiting
+requests, a rejection to report.
 
 Only for one worker with one attention rank (no other worker's events can interleave), pass
 compression on, and neither pass capture nor invariant checks.
@@ -65,7 +65,7 @@ def run(p, req, ranks, workers, stats, plan, memo, t, next_arrival):
         x = ranks.pass_idx[r] + 1
         if _event_at(req, ranks, r, x):
             break
-        # --- finish (loop._finish_pass -> emission.emit_rank with nothing due or active)
+        # --- finish (pool_pass.finish_pass -> emission.emit_rank with nothing due or active)
         record_gap(stats, pe - ranks.last_end_ms[r], n_lazy)
         ranks.last_end_ms[r] = pe
         if ranks.cooldown[r] > 0:
@@ -73,7 +73,7 @@ def run(p, req, ranks, workers, stats, plan, memo, t, next_arrival):
         workers.busy[0] = False
         workers.step[0] += 1  # lazy decoders keep the rank non-empty
         t = pe
-        # --- start (loop._start_pass -> sched.schedule_rank: pop_due finds nothing, every
+        # --- start (pool_pass.start_pass -> sched.schedule_rank: pop_due finds nothing, every
         # lazy decoder fits, no active or waiting request)
         step = workers.step[0]
         ranks.pass_idx[r] = x
