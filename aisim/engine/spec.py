@@ -18,8 +18,8 @@ from aisim.engine.bounds import (
     never_finishing_message,
     rejected_at_admission,
 )
-from aisim.engine.workload import WorkloadSpec, resolve_workload
-from aisim.errors import CapacityError, ConfigError, NotAvailableError
+from aisim.engine.workload import WorkloadSpec
+from aisim.errors import CapacityError, ConfigError
 from aisim.kernels.codes import Backend, LoadKind, TimingKind
 from aisim.models import ModelArch, load_model
 
@@ -143,14 +143,12 @@ class EngineSpec:
 
 
 def resolve(cfg, workload: WorkloadSpec | None = None) -> EngineSpec:
-    """Config (mode aggregated) -> EngineSpec, checked against the config's workload (or the
-    given one); raises ConfigError / NotAvailableError / CapacityError."""
-    from aisim.config import unsupported_features
+    """Config (mode aggregated) -> the EngineSpec of its one pool (the shortcut of
+    aisim.engine.deployment.resolve_run for tools and tests); raises ConfigError /
+    NotAvailableError / CapacityError."""
+    from aisim.engine.deployment import resolve_run
 
-    missing = unsupported_features(cfg)
-    if missing:
-        raise NotAvailableError(f"{cfg.source_path}: {missing[0]}")
-    return resolve_role(cfg, "aggregated", workload or resolve_workload(cfg))
+    return resolve_run(cfg, workload).pool("aggregated")
 
 
 def resolve_role(cfg, role: str, workload: WorkloadSpec) -> EngineSpec:
