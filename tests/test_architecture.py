@@ -85,3 +85,20 @@ def test_no_import_cycles_at_module_level() -> None:
     for n in sorted(graph):
         if n not in state:
             visit(n, [])
+
+
+def test_every_run_goes_through_the_one_driver() -> None:
+    """The event loops are called by their pool layout's module only, and those by the driver:
+    a feature built around a run (reruns, cut-off, errors, results) is written once."""
+    owners = {
+        "aisim.kernels.loop": {"aisim.engine.one_pool"},
+        "aisim.kernels.loop_pd": {"aisim.engine.pd_pools"},
+        "aisim.engine.one_pool": {"aisim.engine.driver", "aisim.engine.pd_pools"},
+        "aisim.engine.pd_pools": {"aisim.engine.driver"},
+    }
+    for name, path in _modules().items():
+        if name.startswith("aisim.kernels"):
+            continue
+        for target, allowed in owners.items():
+            if target in _imports(path):
+                assert name in allowed, f"{path.relative_to(ROOT)} imports {target}"
