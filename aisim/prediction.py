@@ -100,6 +100,8 @@ def _run_prediction(cfg, digest: str, capture: bool, capture_passes: bool, memos
     run = resolve_run(cfg)
     load_engine(run)  # like importing AISimulate's compiled engine: outside wall_time_ms
     if any(spec.timing == "op_level" for spec in run.pools):
+        # imported here, outside wall_time_ms, like the engine itself
+        import aisim.timing.energy  # the power report
         from aisim.timing.provider import plan_unless_unpriced
         from aisim.timing.provider import provenance as op_level_provenance
     if run.workload.trace_path is not None:
