@@ -67,15 +67,40 @@ def test_each_gpu_has_a_golden() -> None:
     assert set(reg.KNOWN_HARDWARE) <= pinned, set(reg.KNOWN_HARDWARE) - pinned
 
 
-def test_a_group_beyond_the_measured_ones_on_b60_is_refused() -> None:
-    """b60 measures the custom allreduce on up to 4 cards and prices larger groups from its
-    oneCCL tables, which aisim does not read: refused, naming the limit."""
-    from aisim.errors import NotAvailableError
+def test_b60_tensor_groups_read_eager_rows_where_no_graph_rows_exist() -> None:
+    """b60's vLLM 0.28.0 tables measure the custom allreduce on 2 and 4 cards (CUDA-graph
+    rows); 8 cards come from 0.26.0, measured in eager mode only, and 16 cards scale the 8-card
+    curve by the multi-node rule, as AISimulate prices them (goldens hw-b60-tp8-current,
+    hw-b60-tp16-multinode)."""
+    from aisim.timing.leaf_comm import allreduce_curve
+    from aisim.timing.multinode import group_scale
+    from aisim.timing.tables import load_tables
+
+    tables, system = load_tables("b60", "vllm", "0.28.0", ("custom_allreduce",))
+    x4, y4, _ = allreduce_curve(tables, 4, system)
+    x8, y8, _ = allreduce_curve(tables, 8, system)
+    x16, y16, _ = allreduce_curve(tables, 16, system)
+    at = {float(v): i for i, v in enumerate(x8)}
+    assert y8[at[4194304.0]] == 0.7105269599999999  # the 0.26.0 eager row
+    assert y4[list(x4).index(65536.0)] == 0.02423073  # 0.28.0's CUDA-graph row, not eager
+    factor = group_scale(16, 8, system, library=False)
+    assert factor == pytest.approx(15 / 7 * 8 / 16 * 28.4 / 50.0, rel=1e-12)
+    assert (x16 == x8).all() and (y16 == y8 * factor).all()
+
+
+def test_a_oneccl_collective_beyond_the_measured_groups_is_refused() -> None:
+    """Attention-DP MoE on b60 gathers over its oneCCL tables, which aisim does not read: one
+    line naming the missing slice (AISimulate prices it)."""
+    from aisim.errors import OpTableError
     from aisim.prediction import run_prediction
 
-    config = GOLDEN / "hw-b60-mtp-vllm" / "config.yaml"
-    with pytest.raises(NotAvailableError, match=r"oneccl tables.*at most 4 GPUs"):
-        run_prediction(str(config), ("engine.workers.aggregated.parallelism.tensor=8",))
+    config = GOLDEN / "hw-b60-moe-tp8-ep8" / "config.yaml"
+    overrides = (
+        "engine.workers.aggregated.parallelism.tensor=1",
+        "engine.workers.aggregated.parallelism.attention_data=8",
+    )
+    with pytest.raises(OpTableError, match=r"all_gather .*num_gpus=8"):
+        run_prediction(str(config), overrides)
 
 
 def test_a_version_without_gemm_rows_of_its_own_is_refused_even_if_nothing_runs(tmp_path) -> None:

@@ -1,8 +1,9 @@
 """Leaf builders: communication curves (docs/timing.md 4.5, 4.6) as `optime_comm.Curve`.
 
-The custom allreduce (CUDA-graph rows only, eager rows dropped) at a group size, with its
-energy; an NCCL collective at a group size (no power in the table: energy 0). A group larger
-than every measured one reads the largest measured curve, scaled (aisim.timing.multinode).
+The custom allreduce at a group size (its CUDA-graph rows, or its eager rows where the size was
+measured in eager mode only), with its energy; an NCCL collective at a group size (no power in
+the table: energy 0). A group larger than every measured one reads the largest measured curve,
+scaled (aisim.timing.multinode).
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ def allreduce_curve(tables: Tables, tp: int, system: GpuSystem | None = None) ->
         raise OpTableError("ar_1", "table", "the op-time table has no custom_allreduce family")
     c = ordered_rows(tables["custom_allreduce"])
     mask = c["allreduce_dtype"] == "bfloat16"
-    ks = c["kernel_source"]
-    mask &= np.array(["eager" not in str(s).lower() for s in ks], bool)
+    eager = np.array(["eager" in str(s).lower() for s in c["kernel_source"]], bool)
+    # a group size is read from its CUDA-graph rows; one measured in eager mode only (b60's
+    # 0.26.0 tables, which also fill its 8-GPU groups at 0.28.0) from its eager rows
+    graph_sizes = measured_groups(c["num_gpus"], mask & ~eager)
+    mask &= ~eager | ~np.isin(c["num_gpus"], graph_sizes)
     if system is not None:
         groups = measured_groups(c["num_gpus"], mask)
         if groups and tp > groups[-1]:
-            factor = group_scale(tp, groups[-1], system)
+            factor = group_scale(tp, groups[-1], system, library=False)
             if factor != 1.0:
                 return Curve(*scaled(allreduce_curve(tables, groups[-1]), factor))
             tp = groups[-1]

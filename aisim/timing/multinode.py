@@ -26,12 +26,14 @@ from aisim.errors import NotAvailableError
 from aisim.timing.system import GpuSystem
 
 
-def group_scale(num_gpus: int, measured_max: int, system: GpuSystem) -> float:
-    """Latency multiplier from the largest measured group to `num_gpus` GPUs (1 when measured)."""
+def group_scale(num_gpus: int, measured_max: int, system: GpuSystem, library: bool = True) -> float:
+    """Latency multiplier from the largest measured group to `num_gpus` GPUs (1 when measured).
+    `library`: the curve is a collective library's (NCCL, oneCCL), not the serving engine's own
+    custom allreduce, which this rule scales on every system."""
     if num_gpus <= measured_max:
         return 1.0
-    if system.collectives != "nccl":
-        # AISimulate prices such a group from the system's oneCCL tables (b60), not by this rule
+    if library and system.collectives != "nccl":
+        # AISimulate's scaling of a oneCCL collective (b60) is not pinned down: refused
         raise NotAvailableError(
             f"a {num_gpus}-GPU communication group on {system.hardware} is larger than every "
             f"measured one ({measured_max}) and would be priced from its {system.collectives} "
