@@ -83,24 +83,26 @@ def test_b60_tensor_groups_read_eager_rows_where_no_graph_rows_exist() -> None:
     at = {float(v): i for i, v in enumerate(x8)}
     assert y8[at[4194304.0]] == 0.7105269599999999  # the 0.26.0 eager row
     assert y4[list(x4).index(65536.0)] == 0.02423073  # 0.28.0's CUDA-graph row, not eager
-    factor = group_scale(16, 8, system, library=False)
+    factor = group_scale(16, 8, system)
     assert factor == pytest.approx(15 / 7 * 8 / 16 * 28.4 / 50.0, rel=1e-12)
     assert (x16 == x8).all() and (y16 == y8 * factor).all()
 
 
-def test_a_oneccl_collective_beyond_the_measured_groups_is_refused() -> None:
-    """Attention-DP MoE on b60 gathers over its oneCCL tables, which aisim does not read: one
-    line naming the missing slice (AISimulate prices it)."""
-    from aisim.errors import OpTableError
-    from aisim.prediction import run_prediction
+def test_b60_collectives_come_from_its_oneccl_tables() -> None:
+    """b60 names a oneCCL version and no NCCL table of its own: its collective table is the
+    oneCCL one (2 and 4 cards), and 8 cards scale the 4-card curve by the multi-node rule,
+    as AISimulate prices the attention-DP MoE dispatch there (golden hw-b60-moe-adp8)."""
+    from aisim.optable.load import read_manifest
+    from aisim.timing.leaf_comm import nccl_curve
+    from aisim.timing.tables import FAMILIES, load_tables
 
-    config = GOLDEN / "hw-b60-moe-tp8-ep8" / "config.yaml"
-    overrides = (
-        "engine.workers.aggregated.parallelism.tensor=1",
-        "engine.workers.aggregated.parallelism.attention_data=8",
-    )
-    with pytest.raises(OpTableError, match=r"all_gather .*num_gpus=8"):
-        run_prediction(str(config), overrides)
+    manifest = read_manifest("b60")
+    assert (manifest["collective_library"], manifest["nccl_version"]) == ("oneccl", "2022.0.0")
+    tables, system = load_tables("b60", "vllm", "0.28.0", (*FAMILIES, "nccl"))
+    x4, y4, _ = nccl_curve(tables, "all_gather", 4, "test", system)
+    x8, y8, _ = nccl_curve(tables, "all_gather", 8, "test", system)
+    assert y4[list(x4).index(262144.0)] == 0.02942  # the oneCCL row
+    assert (x8 == x4).all() and (y8 == y4 * (7 / 3 * 4 / 8)).all()
 
 
 def test_a_version_without_gemm_rows_of_its_own_is_refused_even_if_nothing_runs(tmp_path) -> None:

@@ -113,7 +113,11 @@ def build_optables(
     log = log or (lambda msg: None)
     tree = locate_source(source, hardware)
     system = system_constants(tree, hardware)
-    nccl_version = str((system.get("misc") or {}).get("nccl_version") or "")
+    misc = system.get("misc") or {}
+    # the system's collective library: oneCCL where the system names a version of it (b60, as
+    # AISimulate reads it), NCCL otherwise; compiled as the `nccl` family either way
+    library = "oneccl" if misc.get("oneccl_version") else "nccl"
+    nccl_version = str(misc.get(f"{library}_version") or "")
     fams = [FAMILY_BY_NAME[f] for f in families] if families else list(FAMILIES)
     out = Path(out)
     hw_dir = out / hardware
@@ -181,11 +185,11 @@ def build_optables(
         )
 
     if nccl_version and any(f.system for f in fams):
-        src = nccl_source(tree.data_root, nccl_version)
+        src = nccl_source(tree.data_root, nccl_version, library)
         if src.exists:
             emit(FAMILY_BY_NAME["nccl"], [src], "nccl", nccl_version)
         else:
-            warnings.append(f"nccl {nccl_version} table not found at {src.path}")
+            warnings.append(f"{library} {nccl_version} table not found at {src.path}")
 
     if not tree.licenses:
         warnings.append("no LICENSE* file beside the system yaml; NOTICE written without it")
@@ -199,6 +203,7 @@ def build_optables(
         "generator": GENERATOR,
         "hardware": hardware,
         "nccl_version": nccl_version,
+        "collective_library": library,
         "origin": origin,
         "targets": target_meta,
         "system": {"file": "system.json", "sha256": sha256_file(hw_dir / "system.json")},

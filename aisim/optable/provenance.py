@@ -59,6 +59,9 @@ RULES = """\
 """
 
 
+_LIBRARY_NAMES = {"nccl": "NCCL", "oneccl": "oneCCL"}
+
+
 def provenance_markdown(manifest: dict) -> str:
     hw = manifest["hardware"]
     lines = [f"# Provenance of the compiled op-time tables for {hw}", ""]
@@ -66,9 +69,10 @@ def provenance_markdown(manifest: dict) -> str:
     if manifest.get("origin"):
         lines.append(f"Source data: {manifest['origin']}.")
     yml = manifest["source_files"]["system_yaml"]
+    library = _LIBRARY_NAMES[manifest.get("collective_library", "nccl")]
     lines.append(
         f"System constants: `system.json` from `{yml['file']}` "
-        f"(sha256 {yml['sha256'][:16]}...); NCCL version {manifest['nccl_version']}."
+        f"(sha256 {yml['sha256'][:16]}...); {library} version {manifest['nccl_version']}."
     )
     lines += [
         "",

@@ -300,10 +300,12 @@ def resolve_sources(
     return records
 
 
-def nccl_source(data_root: Path, nccl_version: str) -> Source:
-    """The system-wide NCCL table selected by the system yaml's misc.nccl_version."""
-    fam = data_root / COMM_FAMILY / "nccl" / nccl_version
+def nccl_source(data_root: Path, nccl_version: str, library: str = "nccl") -> Source:
+    """The system-wide collective table selected by the system yaml: misc.nccl_version's NCCL
+    table, or with `library` "oneccl" misc.oneccl_version's oneCCL table (b60), which has the
+    NCCL table's columns."""
+    fam = data_root / COMM_FAMILY / library / nccl_version
     usable = fam.is_dir() and not version_dir_unusable(fam)
-    vdir = fam if usable else data_root / "nccl" / nccl_version
-    path = vdir / "nccl_perf.parquet"
-    return Source("primary", "nccl", nccl_version, path, path.is_file())
+    vdir = fam if usable else data_root / library / nccl_version
+    path = vdir / f"{library}_perf.parquet"
+    return Source("primary", library, nccl_version, path, path.is_file())

@@ -37,7 +37,7 @@ def allreduce_curve(tables: Tables, tp: int, system: GpuSystem | None = None) ->
     if system is not None:
         groups = measured_groups(c["num_gpus"], mask)
         if groups and tp > groups[-1]:
-            factor = group_scale(tp, groups[-1], system, library=False)
+            factor = group_scale(tp, groups[-1], system)
             if factor != 1.0:
                 return Curve(*scaled(allreduce_curve(tables, groups[-1]), factor))
             tp = groups[-1]

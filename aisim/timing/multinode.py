@@ -26,19 +26,11 @@ from aisim.errors import NotAvailableError
 from aisim.timing.system import GpuSystem
 
 
-def group_scale(num_gpus: int, measured_max: int, system: GpuSystem, library: bool = True) -> float:
-    """Latency multiplier from the largest measured group to `num_gpus` GPUs (1 when measured).
-    `library`: the curve is a collective library's (NCCL, oneCCL), not the serving engine's own
-    custom allreduce, which this rule scales on every system."""
+def group_scale(num_gpus: int, measured_max: int, system: GpuSystem) -> float:
+    """Latency multiplier from the largest measured group to `num_gpus` GPUs (1 when measured);
+    the same rule for the custom allreduce and the collective library (NCCL, b60's oneCCL)."""
     if num_gpus <= measured_max:
         return 1.0
-    if library and system.collectives != "nccl":
-        # AISimulate's scaling of a oneCCL collective (b60) is not pinned down: refused
-        raise NotAvailableError(
-            f"a {num_gpus}-GPU communication group on {system.hardware} is larger than every "
-            f"measured one ({measured_max}) and would be priced from its {system.collectives} "
-            f"tables, which aisim does not read; use groups of at most {measured_max} GPUs"
-        )
     per_node = system.gpus_per_node
     if per_node is None:
         raise NotAvailableError(
