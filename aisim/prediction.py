@@ -167,7 +167,7 @@ def _power_report(plans, pool_memos):
     acc.energy_wms[k:] = acc_last.energy_wms[k:]
     acc.covered_ms[k:] = acc_last.covered_ms[k:]
     acc.decode_evals = acc_last.decode_evals
-    sources = tuple(op_sources(first)[:k]) + tuple(op_sources(last)[k:])
+    sources = op_sources(first)[:k] + op_sources(last)[k:]
     return power_report(first.op_names, sources, k, acc)
 
 

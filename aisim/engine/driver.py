@@ -67,10 +67,7 @@ def _layout(run: RunSpec):
 def load_engine(run: RunSpec) -> None:
     """Load the run's compiled event loop before any timed span (like importing AISimulate's
     engine extension); compiles it on a cold cache."""
-    if run.handoff is None:
-        one_pool.load(run.pools[0])
-    else:
-        pd_pools.load(run)
+    _layout(run).load(run)
 
 
 def run_traffic(run: RunSpec) -> list[Traffic]:

@@ -25,6 +25,27 @@ class KernelRun(NamedTuple):
     handoff: st.PDState | None  # the KV handoff's state (runs with more than one pool)
 
 
+def table_columns(longest_tokens: int, block_size: int) -> int:
+    """Block-table columns a pool needs for its longest sequence (one spare)."""
+    return -(-longest_tokens // block_size) + 1
+
+
+def allocate_pool(spec, n: int, rows: int, columns: int, log_capacity: int, inputs: dict):
+    """One pool's state buffers (aisim.state.allocate) for n requests: rows running slots and
+    `columns` block-table columns per rank. Returns (req, ranks, blocks, workers, stats, log)."""
+    return st.allocate(
+        n,
+        spec.num_ranks,
+        spec.replicas,
+        rows,
+        spec.num_blocks,
+        columns,
+        log_capacity,
+        spec.block_size,
+        inputs,
+    )
+
+
 def traffic_inputs(traffic: Traffic, closed_loop: bool, with_output: bool = True) -> dict:
     """RequestState fields the kernels only read, as the traffic's own arrays (st.allocate
     `requests`): a 10 M-request run would otherwise hold every length twice. Closed-loop

@@ -10,18 +10,19 @@ import numpy as np
 
 from aisim import state as st
 from aisim.engine.interruptible import run_kernel
-from aisim.engine.kernel_run import KernelRun, traffic_inputs
+from aisim.engine.kernel_run import KernelRun, allocate_pool, table_columns, traffic_inputs
 from aisim.engine.workload import WorkloadSpec
 
 IDLE_WORKLOAD = WorkloadSpec(load="concurrency", num_requests=0)
 """The workload of an empty run (a kernel specialization depends on no traffic)."""
 
 
-def load(spec) -> None:
+def load(run) -> None:
     """Load the compiled loop (numba runtime set-up + cached machine code, ~0.2 s), the
     counterpart of importing AISimulate's engine extension; compiles it on a cold cache."""
     from aisim.kernels.loop import run_aggregated
 
+    (spec,) = run.pools
     state = st.allocate(0, 1, 1, 1, 1, 1, 1, spec.block_size)
     run_kernel(
         run_aggregated,
@@ -63,19 +64,12 @@ def run_once(
     workload = run.workload
     n = len(traffic.prompt_len)
     longest = int((traffic.prompt_len + traffic.output_len).max()) if n else 1
-    row_blocks = -(-longest // spec.block_size) + 1
+    row_blocks = table_columns(longest, spec.block_size)
     max_running = max(1, min(spec.max_seqs, n))
     params = spec.kernel_params(workload, capture, lazy_decode, check_invariants, pass_rows > 0)
-    req, ranks, blocks, workers, stats, log = st.allocate(
-        n,
-        spec.num_ranks,
-        spec.replicas,
-        max_running,
-        spec.num_blocks,
-        row_blocks,
-        log_capacity,
-        spec.block_size,
-        traffic_inputs(traffic, workload.closed_loop),
+    inputs = traffic_inputs(traffic, workload.closed_loop)
+    req, ranks, blocks, workers, stats, log = allocate_pool(
+        spec, n, max_running, row_blocks, log_capacity, inputs
     )
     if workload.closed_loop:
         req.arrival_ms[:] = traffic.arrival_ms

@@ -11,7 +11,7 @@ import numpy as np
 
 from aisim import state as st
 from aisim.engine.interruptible import run_kernel
-from aisim.engine.kernel_run import KernelRun, traffic_inputs
+from aisim.engine.kernel_run import KernelRun, allocate_pool, table_columns, traffic_inputs
 from aisim.kernels.codes import ReqStatus, Role
 
 
@@ -62,18 +62,11 @@ def run_once(
     in_flight = min(w.concurrency, n) if w.closed_loop else n
     rows_p = max(1, min(n, min(sp.max_seqs, n) + in_flight))
     rows_d = max(1, min(n, min(sd.max_seqs, n) + in_flight))
-    longest_p = int(traffic_p.prompt_len.max()) + 1 if n else 1
+    cols_p = table_columns(int(traffic_p.prompt_len.max()) + 1 if n else 1, sp.block_size)
     longest_d = int((traffic_d.prompt_len + traffic_d.output_len).max()) if n else 1
-    req_p, ranks_p, blocks_p, workers_p, stats, log = st.allocate(
-        n,
-        sp.num_ranks,
-        sp.replicas,
-        rows_p,
-        sp.num_blocks,
-        -(-longest_p // sp.block_size) + 1,
-        log_capacity,
-        sp.block_size,
-        traffic_inputs(traffic_p, w.closed_loop, with_output=False),
+    cols_d = table_columns(longest_d, sd.block_size)
+    req_p, ranks_p, blocks_p, workers_p, stats, log = allocate_pool(
+        sp, n, rows_p, cols_p, log_capacity, traffic_inputs(traffic_p, w.closed_loop, False)
     )
     # the prefill side's one internal (unreported) token; TRT-LLM's enqueue clamp to the prefill
     # pool can leave none, and such a request is rejected there (observed)
@@ -84,17 +77,7 @@ def run_once(
     # closed-loop arrivals through either side)
     inputs_d = traffic_inputs(traffic_d, True)
     inputs_d.update(prompt_len=req_p.prompt_len, arrival_ms=req_p.arrival_ms)
-    req_d, ranks_d, blocks_d, workers_d, _, _ = st.allocate(
-        n,
-        sd.num_ranks,
-        sd.replicas,
-        rows_d,
-        sd.num_blocks,
-        -(-longest_d // sd.block_size) + 1,
-        1,
-        sd.block_size,
-        inputs_d,
-    )
+    req_d, ranks_d, blocks_d, workers_d, _, _ = allocate_pool(sd, n, rows_d, cols_d, 1, inputs_d)
     if no_stats is not None:
         req_d.no_stats[:] = no_stats  # decode workers stream every client-visible token gap
     pd = st.allocate_pd(n, sd.num_ranks, sd.replicas, sp.replicas)
@@ -112,12 +95,7 @@ def run_once(
         ranks_p,
         blocks_p,
         workers_p,
-        st.prefix_keys(
-            traffic_p.pfx_hash,
-            traffic_p.pfx_src_tokens,
-            sp.block_size,
-            -(-longest_p // sp.block_size) + 1,
-        ),
+        st.prefix_keys(traffic_p.pfx_hash, traffic_p.pfx_src_tokens, sp.block_size, cols_p),
         plan_p,
         memo_p,
         _params(sd, w, Role.DECODE, n, capture, pass_rows > 0, lazy_decode, check_invariants),
@@ -125,12 +103,7 @@ def run_once(
         ranks_d,
         blocks_d,
         workers_d,
-        st.prefix_keys(
-            traffic_d.pfx_hash,
-            traffic_d.pfx_src_tokens,
-            sd.block_size,
-            -(-longest_d // sd.block_size) + 1,
-        ),
+        st.prefix_keys(traffic_d.pfx_hash, traffic_d.pfx_src_tokens, sd.block_size, cols_d),
         plan_d,
         memo_d,
     )

@@ -1,9 +1,8 @@
 """Leaf builders: communication curves (docs/timing.md 4.5, 4.6) as `optime_comm.Curve`.
 
-The custom allreduce at a group size (its CUDA-graph rows, or its eager rows where the size was
-measured in eager mode only), with its energy; an NCCL collective at a group size (no power in
-the table: energy 0). A group larger than every measured one reads the largest measured curve,
-scaled (aisim.timing.multinode).
+The custom allreduce at a group size (the lane the compiled table kept for it), with its
+energy; an NCCL collective at a group size (no power in the table: energy 0). A group larger
+than every measured one reads the largest measured curve, scaled (aisim.timing.multinode).
 """
 
 from __future__ import annotations
@@ -28,12 +27,9 @@ def allreduce_curve(tables: Tables, tp: int, system: GpuSystem | None = None) ->
     if "custom_allreduce" not in tables:
         raise OpTableError("ar_1", "table", "the op-time table has no custom_allreduce family")
     c = ordered_rows(tables["custom_allreduce"])
+    # which lane each group size reads (CUDA-graph rows; eager ones only where AISimulate keeps
+    # them, b60) is settled when the table is compiled: one row per key (docs/timing.md 2.3)
     mask = c["allreduce_dtype"] == "bfloat16"
-    eager = np.array(["eager" in str(s).lower() for s in c["kernel_source"]], bool)
-    # a group size is read from its CUDA-graph rows; one measured in eager mode only (b60's
-    # 0.26.0 tables, which also fill its 8-GPU groups at 0.28.0) from its eager rows
-    graph_sizes = measured_groups(c["num_gpus"], mask & ~eager)
-    mask &= ~eager | ~np.isin(c["num_gpus"], graph_sizes)
     if system is not None:
         groups = measured_groups(c["num_gpus"], mask)
         if groups and tp > groups[-1]:
