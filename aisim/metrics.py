@@ -211,7 +211,7 @@ def summarize(result, sla=None) -> dict:
         # passes still in flight at the cut-off: the kernels counted their prompt tokens when
         # scheduled, AISimulate counts them when the pass ends, which these never do
         out["committed_prefill_tokens"] -= sum(
-            _open_pass_prefill(pool.req, pool.ranks) for pool in pools if pool.role != "decode"
+            _open_pass_prefill(pool.ranks) for pool in pools if pool.role != "decode"
         )
     reused_max = int(req.reused_max[completed].sum())
     reused_first = int(req.reused_first[completed].sum())
@@ -292,14 +292,11 @@ def _billed_clock_ms(req, rank_states, other_events_ms: float = 0.0) -> float:
     return max(last_end, last_arrival, last_rejection, other_events_ms)
 
 
-def _open_pass_prefill(req, ranks) -> int:
-    """Prompt tokens scheduled in a pool's passes still in flight at the cut-off."""
-    total = 0
-    for r in np.nonzero(ranks.in_pass)[0]:
-        q = ranks.act_list[r, : ranks.act_len[r]]
-        prefill = req.computed_before[q] < req.prompt_len[q]
-        total += int(req.sched_tokens[q][prefill].sum())
-    return total
+def _open_pass_prefill(ranks) -> int:
+    """Prompt tokens committed by a pool's passes still in flight at the cut-off (the kernels
+    keep each rank's count of its latest pass: a request a burst reservation preempted after
+    scheduling left the running list but its chunk stays counted)."""
+    return int(ranks.pass_prefill[ranks.in_pass].sum())
 
 
 def power_fields() -> dict:

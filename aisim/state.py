@@ -86,9 +86,7 @@ REQUEST_FIELDS = (
 # fmt: on
 
 # Request fields only the event loop needs (queues, pass compression, MTP, scratch). A prediction
-# drops them once the loop has run, before its summary's temporaries (10 M requests: ~0.8 GB);
-# the cut-off accounting (metrics._open_pass_prefill) still reads CUTOFF_FIELDS.
-CUTOFF_FIELDS = ("sched_tokens", "computed_before")
+# drops them once the loop has run, before its summary's temporaries (10 M requests: ~0.8 GB).
 RUN_ONLY_FIELDS = (
     "slot",
     "wait_next",
@@ -105,14 +103,14 @@ RUN_ONLY_FIELDS = (
     "rej_next",
     "drafting",
     "draft_slots",
-    *CUTOFF_FIELDS,
+    "sched_tokens",
+    "computed_before",
 )
 
 
-def without_run_fields(req, keep_cutoff_fields: bool):
+def without_run_fields(req):
     """req with its loop-only arrays replaced by empty ones (same dtypes), freeing them."""
-    drop = [name for name in RUN_ONLY_FIELDS if not (keep_cutoff_fields and name in CUTOFF_FIELDS)]
-    return req._replace(**{name: getattr(req, name)[:0].copy() for name in drop})
+    return req._replace(**{name: getattr(req, name)[:0].copy() for name in RUN_ONLY_FIELDS})
 
 
 # one field per line: the table is read as a table
@@ -135,6 +133,8 @@ RANK_FIELDS = (
     Field("in_pass", np.bool_, "R", False, "flag", "the rank takes part in its worker's pass"),
     Field("deferred", np.bool_, "R", False, "flag", "the in-flight pass deferred prefills"),
     Field("preempted", np.bool_, "R", False, "flag", "the in-flight pass preempted a request"),
+    Field("pass_prefill", np.int64, "R", 0, "tokens",
+          "prompt tokens the rank's latest pass committed (taken back at a cut-off)"),
     Field("act_list", np.int32, "R,S", -1, "request index",
           "running requests that are not lazy, in running order"),
     Field("act_len", np.int32, "R", 0, "count", "entries of act_list"),

@@ -98,3 +98,7 @@ SCHED_PROGRESS = 1  # the pass scheduled, admitted, rejected or preempted someth
 SCHED_TRT_PREEMPT = 2  # TRT-LLM would have to preempt: its reservation was wrong (a defect)
 SCHED_LOG_FULL = 4  # the admission log is full: the run is repeated with more room
 SCHED_ADMIT_PREEMPT = 8  # an admission preempted running requests (vLLM MTP, docs/rules.md 8.4)
+
+# pool_pass.start_pass outcome flags (or-ed with the schedule_rank flags above)
+PASS_STALLED = 1 << 8  # the pass could do nothing (no time, no progress)
+PASS_STARTED = 1 << 9  # a pass started

@@ -16,6 +16,7 @@ from aisim.kernels._jit import kernel
 from aisim.kernels.codes import (
     CNT_BROKEN,
     CNT_SPAWNED,
+    PASS_STALLED,
     SCHED_LOG_FULL,
     SCHED_TRT_PREEMPT,
     LoadKind,
@@ -122,7 +123,7 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
                     return RunResult.TRT_PREEMPTION, w
                 if flags & SCHED_LOG_FULL:
                     return RunResult.LOG_FULL, w
-                if flags & pool_pass.STALLED:
+                if flags & PASS_STALLED:
                     return RunResult.STALLED, w
                 if workers.pass_end_ms[w] > t:
                     break

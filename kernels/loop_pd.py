@@ -23,6 +23,7 @@ from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_PASSES,
     CNT_SPAWNED,
+    PASS_STALLED,
     PD_Q_HEAD,
     PD_Q_TAIL,
     PD_RR_DECODE,
@@ -135,13 +136,13 @@ def _start_pass_or_idle(
     flags = pool_pass.start_pass(
         p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, memo, mtp, plog, w, t_ms
     )
-    if flags & pool_pass.STALLED:
+    if flags & PASS_STALLED:
         workers.busy[w] = False
         workers.num_passes[w] -= 1
         stats.counters[CNT_PASSES] -= 1
         for d in range(p.dp_size):
             ranks.in_pass[w * p.dp_size + d] = False
-        flags &= ~pool_pass.STALLED
+        flags &= ~PASS_STALLED
     return flags
 
 

@@ -10,14 +10,14 @@ from aisim.kernels import emission, invariants, passlog, queues, sched
 from aisim.kernels._jit import helper
 from aisim.kernels.codes import (
     CNT_BROKEN,
+    CNT_COMMITTED,
     CNT_PASSES,
     CNT_PREEMPTIONS,
+    PASS_STALLED,
+    PASS_STARTED,
     SCHED_PROGRESS,
 )
 from aisim.kernels.units import phase_ms
-
-STALLED = 1 << 8  # start_pass: the pass could do nothing (no time, no progress)
-STARTED = 1 << 9  # start_pass: a pass started
 
 
 @helper
@@ -48,9 +48,13 @@ def start_pass(
         ranks.in_pass[r] = True
         ran = True
         preempted_before = stats.counters[CNT_PREEMPTIONS]
+        committed_before = stats.counters[CNT_COMMITTED]
         prefill_ns, decode_ns, f = sched.schedule_rank(
             p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_ms, step, mtp
         )
+        # a cut-off takes the open pass's prompt tokens back out, a burst reservation's
+        # victims included (their chunk stays priced: docs/rules.md 8.4)
+        ranks.pass_prefill[r] = stats.counters[CNT_COMMITTED] - committed_before
         dur = prefill_ns + decode_ns
         if p.capture_passes:
             passlog.record_rank(
@@ -80,8 +84,8 @@ def start_pass(
     workers.num_passes[w] += 1
     stats.counters[CNT_PASSES] += 1
     if dur_max == 0 and not (flags & SCHED_PROGRESS):
-        return flags | STALLED
-    return flags | STARTED
+        return flags | PASS_STALLED
+    return flags | PASS_STARTED
 
 
 @helper
@@ -98,7 +102,14 @@ def finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
                 bad = invariants.check_rank(p, req, ranks, blocks, r, 0)
                 if bad != 0 and stats.counters[CNT_BROKEN] == 0:
                     stats.counters[CNT_BROKEN] = r * 100 + bad
-        if ranks.run_len[r] > 0 or ranks.wait_len[r] > 0:
+        # the interval's step counter restarts only on a drained worker: in P/D that also
+        # means no source-held KV and no destination waiting for its reservation
+        if (
+            ranks.run_len[r] > 0
+            or ranks.wait_len[r] > 0
+            or ranks.held_len[r] > 0
+            or ranks.dest_pending[r] > 0
+        ):
             empty = False
     workers.busy[w] = False
     if empty:

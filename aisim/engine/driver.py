@@ -54,9 +54,8 @@ class SimResult:
 
     def without_run_fields(self) -> SimResult:
         """The result with every pool's loop-only request arrays freed (the outputs never read
-        them; a cut-off run keeps what its accounting of open passes reads)."""
-        keep = self.run.workload.max_time_ms != float("inf")
-        pools = [replace(pool, req=st.without_run_fields(pool.req, keep)) for pool in self.pools]
+        them)."""
+        pools = [replace(pool, req=st.without_run_fields(pool.req)) for pool in self.pools]
         return replace(self, pools=pools)
 
 
