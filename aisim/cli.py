@@ -280,9 +280,10 @@ def sweep(
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--kind",
-    type=click.Choice(["pareto", "latency", "timeline"]),
+    type=click.Choice(["pareto", "latency", "timeline", "ranking"]),
     multiple=True,
-    help="Which figures [default: pareto + latency for a sweep, timeline for a run].",
+    help="Which figures [default: pareto + latency for a sweep, timeline for a run, pareto + "
+    "ranking for a recommend folder].",
 )
 @click.option(
     "--output-dir",
@@ -312,7 +313,8 @@ def plot(
     fmts: tuple[str, ...],
     x_column: str | None,
 ) -> None:
-    """Figures from a sweep folder / sweep.parquet, or a run folder with passes.parquet."""
+    """Figures from a sweep folder / sweep.parquet, a run folder with passes.parquet, or a
+    recommend folder."""
     from aisim.plot import plot_source
 
     for path in plot_source(source, kind, output_dir, fmts or ("png", "svg"), x_column):
@@ -586,6 +588,14 @@ def estimate(
     result = run_estimate(config_path, overrides, prefill, decode, detail, role)
     click.echo(render_json(result) if fmt == "json" else render_table(result))
 
+
+def _register_recommend() -> None:
+    from aisim.cli_recommend import recommend
+
+    main.add_command(recommend)
+
+
+_register_recommend()
 
 if __name__ == "__main__":
     main()

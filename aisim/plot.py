@@ -6,6 +6,8 @@ From a sweep (sweep.parquet):
 From a run with passes captured (passes.parquet):
   timeline batch composition (prefill / decode requests), KV blocks used and cached, and the
            waiting queue over simulated time.
+From a recommend folder (candidates.parquet): pareto (the candidates' front, SLA-feasible ones
+marked) and ranking (the recommended candidates' scores).
 Long runs are binned in time (means per bin), so a figure stays small whatever the run length.
 """
 
@@ -210,6 +212,9 @@ def plot_source(
     import pyarrow.parquet as pq
 
     folder = source if source.is_dir() else source.parent
+    candidates = source if source.name == "candidates.parquet" else folder / "candidates.parquet"
+    if candidates.is_file() and (source.is_dir() or source == candidates):
+        return _recommendation(candidates, kinds, out_dir or folder, fmts)
     sweep = source if source.name == "sweep.parquet" else folder / "sweep.parquet"
     passes = source if source.name == "passes.parquet" else folder / "passes.parquet"
     out_dir = out_dir or folder
@@ -241,6 +246,22 @@ def plot_source(
                     "(aisim predict --capture-passes)"
                 )
             paths += timelines(pq.read_table(passes), out_dir, fmts)
+    return paths
+
+
+def _recommendation(candidates: Path, kinds, out_dir: Path, fmts) -> list[Path]:
+    """A recommend folder: its Pareto front and ranking (aisim.recommend.plot)."""
+    import pyarrow.parquet as pq
+
+    from aisim.recommend.plot import plot_front, plot_ranking
+
+    table = pq.read_table(candidates)
+    paths: list[Path] = []
+    for kind in tuple(kinds) or ("pareto", "ranking"):
+        if kind not in ("pareto", "ranking"):
+            raise AisimError(f"plot --kind {kind}: a recommend folder draws pareto or ranking")
+        draw = plot_front if kind == "pareto" else plot_ranking
+        paths += draw(table, out_dir, fmts, _save, _pyplot)
     return paths
 
 

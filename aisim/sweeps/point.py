@@ -18,7 +18,9 @@ def point_file(out_dir: Path, point_id: str) -> Path:
 
 
 def run_point(task: dict) -> tuple[dict, bytes | None]:
-    """task: base, base_overrides, overrides, point_id, index, capture_requests.
+    """task: base, base_overrides, overrides, point_id, index, capture_requests; optionally
+    config (the base file's content, already parsed) and config_sha256 (its digest), which
+    spare the worker reading and parsing the YAML again (aisim recommend).
 
     Returns (record, requests.parquet bytes or None); never raises for a bad point. Files are
     written by the sweep's own process (`save_point`), so remote workers need no shared disk.
@@ -40,8 +42,14 @@ def run_point(task: dict) -> tuple[dict, bytes | None]:
         "provenance": None,
     }
     try:
-        cfg = load_config(task["base"], overrides)
-        digest = config_sha256(task["base"], overrides)
+        if "config" in task and not overrides:
+            from aisim.config.load import parse_config
+
+            cfg = parse_config(task["config"], task["base"])
+            digest = task["config_sha256"]
+        else:
+            cfg = load_config(task["base"], overrides)
+            digest = config_sha256(task["base"], overrides)
         pred = predict_config(cfg, digest, capture=task["capture_requests"], memos=_MEMOS)
         prediction = {k: v for k, v in pred.prediction.items() if k != "per_request"}
         if prediction.get("completed_requests", 0) == 0:

@@ -18,6 +18,7 @@ import json
 import os
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from aisim.errors import AisimError, Interrupted, RunFailed, interrupt_signal, note
@@ -25,21 +26,22 @@ from aisim.sweeps.grid import Point
 from aisim.sweeps.point import point_file, run_point, save_point
 
 
-def _cost_hints(base: str, tasks: list[dict]) -> list[float]:
+def _cost_hints(tasks: list[dict]) -> list[float]:
     """Rough relative run times, to start the long points first (results do not depend on
     it): passes grow with requests / the concurrency. Read from the raw YAML with the overrides
     applied (no validation: a bad point reports itself when it runs)."""
     from aisim.config import apply_overrides
     from aisim.config.load import parse_yaml
 
-    try:
-        raw = parse_yaml(Path(base).read_text(encoding="utf-8"), base)
-    except Exception:
-        return [0.0] * len(tasks)
+    raws: dict[str, object] = {}
     hints = []
     for t in tasks:
         try:
-            cfg = apply_overrides(raw, tuple(t["base_overrides"]) + tuple(t["overrides"]))
+            if t["base"] not in raws:
+                raws[t["base"]] = parse_yaml(Path(t["base"]).read_text(encoding="utf-8"), t["base"])
+            cfg = apply_overrides(
+                raws[t["base"]], tuple(t["base_overrides"]) + tuple(t["overrides"])
+            )
             traffic = cfg.get("traffic", {})
             n = float((traffic.get("stop") or {}).get("requests") or 1)
             conc = (traffic.get("load") or {}).get("concurrency")
@@ -88,57 +90,7 @@ def run_sweep(
                 "capture_requests": capture_requests,
             }
         )
-    if out_dir is not None:
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            from aisim.output.write import os_error_text
-
-            raise AisimError(
-                f"--output-dir: cannot create {out_dir}: {os_error_text(exc)}"
-            ) from None
-    if skipped:
-        note(
-            f"resuming the sweep in {out_dir}: {skipped} of {len(points)} points finished "
-            f"there before are skipped, {len(tasks)} to run"
-        )
-    if progress is not None:
-        progress.total = len(tasks)
-    hints = _cost_hints(str(base), tasks)
-    tasks = [t for _, t in sorted(zip(hints, tasks, strict=True), key=lambda ht: -ht[0])]
-
-    def collect(record: dict, requests: bytes | None) -> None:
-        records[record["point_id"]] = record
-        if out_dir is not None:
-            save_point(out_dir, record, requests)
-        if progress is not None:
-            progress.advance(record["status"] == "ok")
-
-    if executor not in ("local", "ray"):
-        raise AisimError(f"--executor {executor!r}: expected local or ray")
-    try:
-        if executor == "ray":
-            from aisim.sweeps.ray_exec import run_on_ray
-
-            run_on_ray(tasks, ray_address, collect)
-        else:
-            _run_local(tasks, jobs, collect)
-    except KeyboardInterrupt as exc:
-        finished = len(records) - skipped
-        kept = (
-            (
-                f"; finished points are kept in {out_dir / 'points'}, rerun the same command "
-                "to resume"
-            )
-            if out_dir is not None
-            else ""
-        )
-        raise Interrupted(
-            interrupt_signal(exc), f"{finished} of {len(tasks)} points to run had finished{kept}"
-        ) from None
-    finally:
-        if progress is not None:
-            progress.close()
+    execute(tasks, out_dir, records, skipped, len(points), jobs, executor, ray_address, progress)
     ordered = [records[p.point_id(base_sha)] for p in points]
     meta = {
         "base_config": str(base),
@@ -156,6 +108,83 @@ def run_sweep(
     return table
 
 
+def execute(
+    tasks: list[dict],
+    out_dir: Path | None,
+    records: dict[str, dict],
+    skipped: int,
+    total: int,
+    jobs: int = 1,
+    executor: str = "local",
+    ray_address: str | None = None,
+    progress=None,
+    limits: RunLimits | None = None,
+    longest_first: bool = True,
+    on_record: Callable[[dict], None] | None = None,
+) -> None:
+    """Run the tasks (run_point's input) on the executor; each finished record lands in
+    `records` and, with out_dir, in out_dir/points/ (the resume marker). `skipped` of `total`
+    points had finished before."""
+    if out_dir is not None:
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            from aisim.output.write import os_error_text
+
+            raise AisimError(
+                f"--output-dir: cannot create {out_dir}: {os_error_text(exc)}"
+            ) from None
+    if skipped:
+        note(
+            f"resuming the sweep in {out_dir}: {skipped} of {total} points finished "
+            f"there before are skipped, {len(tasks)} to run"
+        )
+    if progress is not None:
+        progress.total = len(tasks)
+    if longest_first:
+        hints = _cost_hints(tasks)
+        tasks = [t for _, t in sorted(zip(hints, tasks, strict=True), key=lambda ht: -ht[0])]
+
+    def collect(record: dict, requests: bytes | None) -> None:
+        records[record["point_id"]] = record
+        if out_dir is not None:
+            save_point(out_dir, record, requests)
+        if on_record is not None:
+            on_record(record)
+        if progress is not None:
+            progress.advance(record["status"] == "ok")
+
+    if executor not in ("local", "ray"):
+        raise AisimError(f"--executor {executor!r}: expected local or ray")
+    try:
+        if executor == "ray":
+            from aisim.sweeps.ray_exec import run_on_ray
+
+            if limits is not None:
+                raise AisimError(
+                    "--executor ray: a time budget or candidate timeout needs --executor local"
+                )
+            run_on_ray(tasks, ray_address, collect)
+        else:
+            _run_local(tasks, jobs, collect, limits)
+    except KeyboardInterrupt as exc:
+        finished = len(records) - skipped
+        kept = (
+            (
+                f"; finished points are kept in {out_dir / 'points'}, rerun the same command "
+                "to resume"
+            )
+            if out_dir is not None
+            else ""
+        )
+        raise Interrupted(
+            interrupt_signal(exc), f"{finished} of {len(tasks)} points to run had finished{kept}"
+        ) from None
+    finally:
+        if progress is not None:
+            progress.close()
+
+
 def _version() -> str:
     from aisim import __version__
 
@@ -170,18 +199,23 @@ def _finished(out_dir: Path, pid: str) -> dict | None:
         return None
 
 
-def _run_local(tasks: list[dict], jobs: int, collect: Callable) -> None:
+def _run_local(
+    tasks: list[dict], jobs: int, collect: Callable, limits: RunLimits | None = None
+) -> None:
     """In this process (jobs 1) or in `jobs` forked worker processes; each process keeps its
-    own pass-time memos, shared by the points it runs."""
+    own pass-time memos, shared by the points it runs. With limits, points always run in
+    worker processes: one over its timeout is stopped and recorded as timed out, and no point
+    starts after the deadline."""
     if not tasks:
         return
     jobs = max(1, min(jobs, len(tasks)))
-    if jobs == 1:
+    if jobs == 1 and limits is None:
         for t in tasks:
             collect(*run_point(t))
         return
     import multiprocessing as mp
     import threading
+    import time
     from multiprocessing.connection import wait
 
     _warm_engine(tasks[0])  # load the compiled kernels once; forked workers inherit them
@@ -192,16 +226,19 @@ def _run_local(tasks: list[dict], jobs: int, collect: Callable) -> None:
         threading.Thread(target=_import_parquet, daemon=True).start()
         queue = list(tasks)
         idle = list(workers)
-        busy: dict = {}  # connection or sentinel -> (worker, task)
+        busy: dict = {}  # connection or sentinel -> (worker, task, start time)
         while queue or busy:
+            if limits is not None and limits.deadline is not None:
+                if time.monotonic() >= limits.deadline:
+                    queue.clear()  # the budget is spent: the points not started stay unrun
             while idle and queue:
                 w, t = idle.pop(), queue.pop(0)
                 w.conn.send(t)
-                busy[w.conn] = busy[w.process.sentinel] = (w, t)
+                busy[w.conn] = busy[w.process.sentinel] = (w, t, time.monotonic())
             for ready in wait(list(busy), timeout=0.5):
                 if ready not in busy:
                     continue  # its worker was handled through its other handle
-                w, t = busy[ready]
+                w, t, _ = busy[ready]
                 if w.conn.poll():
                     try:
                         result = w.conn.recv()
@@ -218,9 +255,42 @@ def _run_local(tasks: list[dict], jobs: int, collect: Callable) -> None:
                 del busy[w.conn], busy[w.process.sentinel]
                 idle.append(w)
                 collect(*result)
+            if limits is not None and limits.timeout_s is not None:
+                now = time.monotonic()
+                for w, t, start in {id(v[0]): v for v in busy.values()}.values():
+                    if now - start > limits.timeout_s:
+                        del busy[w.conn], busy[w.process.sentinel]
+                        w.stop()
+                        workers.remove(w)
+                        fresh = _Worker(ctx)
+                        workers.append(fresh)
+                        idle.append(fresh)
+                        collect(timed_out_record(t, limits.timeout_s), None)
     finally:
         for w in workers:
             w.stop()
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """Local executor limits: no point starts after `deadline` (time.monotonic()), and a
+    point running longer than `timeout_s` is stopped."""
+
+    deadline: float | None = None
+    timeout_s: float | None = None
+
+
+def timed_out_record(task: dict, timeout_s: float) -> dict:
+    return {
+        "point_id": task["point_id"],
+        "index": task["index"],
+        "overrides": list(task["overrides"]),
+        "status": "timed_out",
+        "error": f"exceeded the {timeout_s:g} s candidate timeout",
+        "prediction": None,
+        "prediction_sha256": None,
+        "provenance": None,
+    }
 
 
 class _Worker:
