@@ -45,11 +45,12 @@ import click
 )
 @click.option(
     "--search",
-    type=click.Choice(["exhaustive", "optimizer"]),
+    type=click.Choice(["exhaustive", "halving", "optimizer"]),
     default="exhaustive",
     show_default=True,
-    help="exhaustive: simulate every candidate; optimizer: the YAML's optimizer block "
-    "(algorithm random: a seeded sample of max_trials).",
+    help="exhaustive: simulate every candidate; halving: every candidate at 1/16 of its "
+    "requests, the best quarter at 1/4, the best quarter of those at full size; optimizer: the "
+    "YAML's optimizer block (algorithm random: a seeded sample of max_trials).",
 )
 @click.option(
     "--budget-s",

@@ -412,6 +412,53 @@ def test_optimizer_search_samples_max_trials(tmp_path: Path) -> None:
     assert r.returncode == 2 and "no Bayesian optimizer" in r.stderr
 
 
+def test_halving_runs_short_rungs_and_ranks_only_full_runs(tmp_path: Path) -> None:
+    cfg = _small(tmp_path)
+    a, b = tmp_path / "a", tmp_path / "b"
+    r = _cli("-c", str(cfg), "-o", str(a), "--search", "halving", "-j", "2")
+    assert r.returncode == 0, r.stderr
+    assert _cli("-c", str(cfg), "-o", str(b), "--search", "halving").returncode == 0
+    for name in ("recommendation.json", "recommendation.csv", "candidates.parquet"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    doc = json.loads((a / "recommendation.json").read_text())
+    # 6 candidates at 2 requests, the best 2 at 6, the best of those at all 24
+    assert "kept 6 -> 2 -> 1" in doc["provenance"]["search_strategy"]
+    assert doc["counts"]["evaluated"] == 1
+    assert len(list((a / "candidates").glob("*-at-16th.yaml"))) == 6
+    assert len(list((a / "candidates").glob("*-at-4th.yaml"))) == 2
+    (best,) = doc["candidates"]
+    assert best["prediction_config"]["traffic"]["stop"]["requests"] == 24
+    assert best["metrics"]["completed_requests"] == 24
+    # the survivor is the exhaustive run's best here (the short runs order these the same)
+    full = tmp_path / "full"
+    assert _cli("-c", str(cfg), "-o", str(full)).returncode == 0
+    exhaustive = json.loads((full / "recommendation.json").read_text())
+    by_id = {c["candidate_id"]: c for c in exhaustive["candidates"]}
+    top = exhaustive["views"]["top_n"][0]
+    assert by_id[top]["config"] == best["config"] and by_id[top]["score"] == best["score"]
+
+
+def test_halving_shortens_request_stops_and_keeps_the_best_feasible() -> None:
+    from aisim.recommend.run import _best, _shortened
+
+    raw = {"traffic": {"stop": {"requests": 24}}}
+    assert _shortened(raw, 1 / 16)["traffic"]["stop"]["requests"] == 2  # rounded up
+    assert _shortened({"traffic": {"stop": {"requests": 3}}}, 1 / 16)["traffic"]["stop"] == {
+        "requests": 1
+    }
+    unit = _shortened({"traffic": {"stop": {"requests_per_load_unit": 8.0}}}, 1 / 4)
+    assert unit["traffic"]["stop"]["requests_per_load_unit"] == 2.0
+    assert raw["traffic"]["stop"]["requests"] == 24  # the original is left alone
+    entries = [
+        {**_entry("c1", 5.0, 1), "status": "feasible"},
+        {**_entry("c2", 9.0, 2), "status": "feasible"},
+        {**_entry("c3", 99.0, 1), "status": "infeasible"},
+        {**_entry("c4", 7.0, 1), "status": "feasible"},
+    ]
+    assert _best("throughput_per_gpu", entries, 2) == ["c2", "c4"]
+    assert _best("throughput_per_gpu", entries, 4) == ["c2", "c4", "c1", "c3"]
+
+
 def test_parse_refuses_unknown_model_in_one_line() -> None:
     with pytest.raises(ConfigError):
         Space(parse_recommend(_raw(engine__model="nobody/none"), "rec.yaml"))

@@ -20,11 +20,17 @@ class RecommendProgress:
         self.best: float | None = None
         self.spec = None
         self.cands: dict = {}
+        self.stage = ""
         self.t0 = time.monotonic()
 
-    def attach(self, spec, task_cands: dict) -> None:
+    def attach(self, spec, task_cands: dict, stage: str = "") -> None:
+        """A new set of simulations (successive halving runs one per rung): counts restart."""
+        if self.done:
+            self.done, self.feasible, self.best = 0, 0, None
+            self.t0 = time.monotonic()
         self.spec = spec
         self.cands = task_cands
+        self.stage = stage
 
     def observe(self, record: dict) -> None:
         if record["status"] != "ok" or record["point_id"] not in self.cands:
@@ -48,8 +54,9 @@ class RecommendProgress:
         left = self.total - self.done
         eta = f"{elapsed / self.done * left:5.1f}s" if self.done else "--"
         best = "" if self.best is None else f", best {self.spec.target} {_shown(self.best)}"
+        stage = f" {self.stage}" if self.stage else ""
         return (
-            f"recommend {self.done}/{self.total} simulated, {self.feasible} feasible, "
+            f"recommend{stage} {self.done}/{self.total} simulated, {self.feasible} feasible, "
             f"{self.pruned} pruned{best}, elapsed {elapsed:5.1f}s ETA {eta}"
         )
 

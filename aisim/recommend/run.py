@@ -12,6 +12,7 @@ An interrupted run keeps its finished simulations; rerunning the same command re
 
 from __future__ import annotations
 
+import math
 import random
 import shutil
 import time
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aisim.errors import AisimError, ConfigError
+from aisim.recommend import score as sc
 from aisim.recommend.space import Candidate, Space
 from aisim.recommend.spec import RecommendSpec
 
@@ -61,9 +63,12 @@ def prepare_folder(out_dir: Path, overwrite: bool) -> None:
 
 def choose(spec: RecommendSpec, pending: list[Candidate], search: str) -> tuple[list, str]:
     """The candidates to simulate and the search's description. `exhaustive` takes all;
-    `optimizer` follows the YAML's optimizer block: a seeded random sample of max_trials."""
+    `halving` all, shortened first (see _halve); `optimizer` follows the YAML's optimizer
+    block: a seeded random sample of max_trials."""
     if search == "exhaustive":
         return pending, f"exhaustive: every one of {len(pending)} candidates"
+    if search == "halving":
+        return pending, "halving"
     opt = spec.optimizer
     if opt.algorithm != "random":
         raise ConfigError(
@@ -94,7 +99,6 @@ def recommend(
     """Run the whole recommendation; returns the outcome after writing the folder."""
     from aisim.recommend import ledger
     from aisim.recommend.materialize import concrete
-    from aisim.sweeps.run import RunLimits, execute
 
     timeout = spec.optimizer.candidate_timeout_seconds
     if executor == "ray" and timeout is not None:
@@ -119,17 +123,17 @@ def recommend(
         order = list(range(len(chosen)))
         random.Random(spec.optimizer.seed).shuffle(order)
         chosen = [chosen[i] for i in order]
-        how += f", in seeded random order within --budget-s {budget_s:g}"
+        how += (
+            f", in seeded random order within --budget-s {budget_s:g} (which ones finish "
+            "depends on this machine's speed; --search halving is deterministic)"
+        )
     prepare_folder(out_dir, overwrite)
     outcome = Outcome(spec, how, len(cands))
-    records: dict[str, dict] = {}
     chosen_ids = {id(c) for c in chosen}
-    tasks, task_cands = [], {}
-    numbered = []
-    for cand in cands:
-        if cand.status == "pending" and id(cand) not in chosen_ids:
-            continue  # outside the sample: neither simulated nor recorded
-        numbered.append(cand)
+    numbered = [
+        c for c in cands if c.status != "pending" or id(c) in chosen_ids
+    ]  # a pending candidate outside the sample is neither simulated nor recorded
+    runnable: list[tuple[str, Candidate, dict, dict]] = []
     for number, cand in enumerate(numbered, start=1):
         cid = f"candidate-{number:06d}"
         if cand.status != "pending":
@@ -140,70 +144,148 @@ def recommend(
             done = replace(cand, status="infeasible", reason_category=category, reason=reason)
             outcome.entries.append(ledger.entry(spec, cid, done, None, details))
             continue
-        path = ledger.write_candidate_config(out_dir, cid, raw)
-        pid = ledger.point_id(path)
-        task_cands[pid] = (cid, cand, raw, details)
-        tasks.append(
-            {
+        runnable.append((cid, cand, raw, details))
+        outcome.entries.append({"candidate_id": cid, "_run": True})
+    timeout_s = DEFAULT_TIMEOUT_S if timeout is None else timeout
+    run = _Runner(spec, out_dir, jobs, executor, ray_address, progress, timeout_s)
+    if search == "halving":
+        runnable, outcome.search = _halve(run, runnable, outcome.search)
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    done = run.simulate(runnable, 1.0, deadline, longest_first=budget_s is None)
+    outcome.entries = [
+        e if "_run" not in e else done[e["candidate_id"]]
+        for e in outcome.entries
+        if "_run" not in e or e["candidate_id"] in done
+    ]  # a candidate without a result: the budget ran out or halving dropped it
+    ledger.rank_and_write(outcome, out_dir)
+    return outcome
+
+
+HALVING_RUNGS = (1 / 16, 1 / 4)  # request fractions of the shorter rungs; the last is full size
+HALVING_KEEP = 4  # each rung keeps the best quarter
+
+
+class _Runner:
+    """Simulates candidates (at a fraction of their requests) through the sweep machinery."""
+
+    def __init__(self, spec, out_dir, jobs, executor, ray_address, progress, timeout_s):
+        self.spec, self.out_dir, self.jobs = spec, out_dir, jobs
+        self.executor, self.ray_address, self.progress = executor, ray_address, progress
+        self.timeout_s = timeout_s
+
+    def simulate(self, runnable, fraction: float, deadline=None, longest_first=True) -> dict:
+        """candidate id -> ledger entry of each candidate that ran."""
+        from aisim.recommend import ledger
+        from aisim.sweeps.run import RunLimits, _finished, execute
+
+        records: dict[str, dict] = {}
+        tasks, by_pid = [], {}
+        for cid, cand, raw, details in runnable:
+            conf = raw if fraction == 1.0 else _shortened(raw, fraction)
+            name = cid if fraction == 1.0 else f"{cid}-at-{round(1 / fraction)}th"
+            path = ledger.write_candidate_config(self.out_dir, name, conf)
+            pid = ledger.point_id(path)
+            by_pid[pid] = (cid, cand, conf, details)
+            task = {
                 "base": str(path),
                 "base_overrides": [],
                 "overrides": [],
                 "point_id": pid,
-                "index": number,
+                "index": int(cid.rsplit("-", 1)[1]),
                 "capture_requests": False,
-                "config": raw,
+                "config": conf,
                 "config_sha256": ledger.config_digest(path),
-                "cost": _cost(raw),
+                "cost": _cost(conf),
             }
+            done = _finished(self.out_dir, pid)  # resume: finished by an interrupted run
+            if done is not None:
+                records[pid] = done
+            else:
+                tasks.append(task)
+        if longest_first:
+            tasks.sort(key=lambda t: -t["cost"])  # the cores stay busy to the end
+        if self.progress is not None:
+            stage = "" if fraction == 1.0 else f"at 1/{round(1 / fraction)} of the requests"
+            self.progress.attach(self.spec, by_pid, stage)
+        limits = RunLimits(deadline=deadline, timeout_s=self.timeout_s)
+        execute(
+            tasks,
+            self.out_dir,
+            records,
+            len(runnable) - len(tasks),
+            len(runnable),
+            self.jobs,
+            self.executor,
+            self.ray_address,
+            self.progress,
+            limits=None if self.executor == "ray" else limits,
+            longest_first=False,
+            on_record=None if self.progress is None else self.progress.observe,
         )
-        outcome.entries.append({"candidate_id": cid, "_pid": pid})
-    # resume: simulations finished by an earlier, interrupted run of the same command
-    from aisim.sweeps.run import _finished
+        out = {}
+        for pid, (cid, cand, conf, details) in by_pid.items():
+            if pid in records:
+                out[cid] = ledger.entry(self.spec, cid, cand, records[pid], details, conf)
+        return out
 
-    skipped = 0
-    todo = []
-    for t in tasks:
-        done = _finished(out_dir, t["point_id"])
-        if done is not None:
-            records[t["point_id"]] = done
-            skipped += 1
-        else:
-            todo.append(t)
-    if budget_s is None:
-        todo.sort(key=lambda t: -t["cost"])  # the longest first: the cores stay busy to the end
-    if progress is not None:
-        progress.attach(spec, task_cands)
-    limits = RunLimits(
-        deadline=None if budget_s is None else time.monotonic() + budget_s,
-        timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout,
+
+def _shortened(raw: dict, fraction: float) -> dict:
+    """The candidate's config with its request count cut to `fraction` (at least one)."""
+    import copy
+
+    out = copy.deepcopy(raw)
+    stop = out["traffic"]["stop"]
+    for key in ("requests", "requests_per_load_unit"):
+        if stop.get(key) is not None:
+            value = stop[key] * fraction
+            stop[key] = max(1, math.ceil(value)) if key == "requests" else value
+    return out
+
+
+def _halve(run: _Runner, runnable: list, how: str) -> tuple[list, str]:
+    """Successive halving: every candidate at 1/16 of its requests, the best quarter at 1/4,
+    the best quarter of those at full size. Deterministic: the cuts depend on scores only."""
+    spec = run.spec
+    stop = spec.traffic.get("stop") or {}
+    if stop.get("requests") is None and stop.get("requests_per_load_unit") is None:
+        raise ConfigError(
+            f"{spec.source}: --search halving shortens runs by traffic.stop.requests (or "
+            "requests_per_load_unit), which this traffic does not set; use --search exhaustive"
+        )
+    sizes = [len(runnable)]
+    for fraction in HALVING_RUNGS:
+        keep = math.ceil(len(runnable) / HALVING_KEEP)
+        if keep >= len(runnable):
+            break
+        entries = run.simulate(runnable, fraction)
+        best = set(_best(spec.target, [entries[c[0]] for c in runnable if c[0] in entries], keep))
+        runnable = [c for c in runnable if c[0] in best]
+        sizes.append(len(runnable))
+    rungs = " -> ".join(str(n) for n in sizes)
+    return runnable, (
+        f"successive halving over {sizes[0]} candidates (1/16, 1/4, then full size of "
+        f"traffic.stop; kept {rungs})"
     )
-    execute(
-        todo,
-        out_dir,
-        records,
-        skipped,
-        len(tasks),
-        jobs,
-        executor,
-        ray_address,
-        progress,
-        limits=None if executor == "ray" else limits,
-        longest_first=False,
-        on_record=None if progress is None else progress.observe,
-    )
-    entries = []
-    for e in outcome.entries:
-        if "_pid" not in e:
-            entries.append(e)
-            continue
-        rec = records.get(e["_pid"])
-        if rec is None:
-            continue  # the budget ran out before it started: not evaluated
-        cid, cand, raw, details = task_cands[e["_pid"]]
-        entries.append(ledger.entry(spec, cid, cand, rec, details, raw))
-    outcome.entries = entries
-    ledger.rank_and_write(outcome, out_dir)
-    return outcome
+
+
+def _best(target: str, entries: list[dict], keep: int) -> list[str]:
+    """The `keep` most promising candidate ids of a shortened rung: feasible ones by score
+    (pareto: alternately the best per GPU and per user), then the others."""
+    feasible = [e for e in entries if e["status"] == "feasible"]
+    if target == "pareto":
+        by_gpu = sorted(feasible, key=lambda e: -e["objectives"]["throughput_per_gpu"])
+        by_user = sorted(feasible, key=lambda e: -e["objectives"]["throughput_per_user"])
+        order = [e for pair in zip(by_gpu, by_user, strict=True) for e in pair]
+    else:
+        order = sc.rank(target, feasible)
+    order += [e for e in entries if e["status"] != "feasible"]
+    ids: list[str] = []
+    for e in order:
+        if e["candidate_id"] not in ids:
+            ids.append(e["candidate_id"])
+        if len(ids) == keep:
+            break
+    return ids
 
 
 def _cost(raw: dict) -> float:
