@@ -438,6 +438,35 @@ def test_halving_runs_short_rungs_and_ranks_only_full_runs(tmp_path: Path) -> No
     assert by_id[top]["config"] == best["config"] and by_id[top]["score"] == best["score"]
 
 
+def test_a_budget_starts_candidates_in_seeded_random_order(tmp_path: Path, monkeypatch) -> None:
+    import random
+
+    from aisim.recommend import run as rr
+    from aisim.recommend.spec import load_recommend
+
+    started: list[list[str]] = []
+    simulate = rr._Runner.simulate
+
+    def spy(self, runnable, fraction, deadline=None, longest_first=True):
+        assert deadline is not None and not longest_first
+        started.append([c[0] for c in runnable])
+        return simulate(self, runnable, fraction, deadline, longest_first)
+
+    monkeypatch.setattr(rr._Runner, "simulate", spy)
+    spec = load_recommend(_small(tmp_path, optimizer={"seed": 5}))
+    out = rr.recommend(spec, tmp_path / "a", budget_s=600.0)
+    ids = [f"candidate-{n:06d}" for n in range(1, 7)]
+    order = list(range(6))
+    random.Random(5).shuffle(order)
+    assert started == [[ids[i] for i in order]]
+    assert "within --budget-s 600: started in seeded random order" in out.search
+    assert len(out.entries) == 6  # everything finished within the budget
+    started.clear()
+    out = rr.recommend(spec, tmp_path / "b", budget_s=600.0, search="halving")
+    assert len(started) == 3 and started[0] == [ids[i] for i in order]
+    assert "later rungs best first" in out.search and "kept 6 -> 2 -> 1" in out.search
+
+
 def test_halving_shortens_request_stops_and_keeps_the_best_feasible() -> None:
     from aisim.recommend.run import _best, _shortened
 

@@ -123,10 +123,13 @@ def recommend(
         order = list(range(len(chosen)))
         random.Random(spec.optimizer.seed).shuffle(order)
         chosen = [chosen[i] for i in order]
-        how += (
-            f", in seeded random order within --budget-s {budget_s:g} (which ones finish "
-            "depends on this machine's speed; --search halving is deterministic)"
-        )
+    budget_note = (
+        ""
+        if budget_s is None
+        else f"; within --budget-s {budget_s:g}: started in seeded random order"
+        + (", later rungs best first" if search == "halving" else "")
+        + " (which ones finish depends on this machine's speed)"
+    )
     prepare_folder(out_dir, overwrite)
     outcome = Outcome(spec, how, len(cands))
     chosen_ids = {id(c) for c in chosen}
@@ -148,10 +151,14 @@ def recommend(
         outcome.entries.append({"candidate_id": cid, "_run": True})
     timeout_s = DEFAULT_TIMEOUT_S if timeout is None else timeout
     run = _Runner(spec, out_dir, jobs, executor, ray_address, progress, timeout_s)
-    if search == "halving":
-        runnable, outcome.search = _halve(run, runnable, outcome.search)
     deadline = None if budget_s is None else time.monotonic() + budget_s
-    done = run.simulate(runnable, 1.0, deadline, longest_first=budget_s is None)
+    if deadline is not None:  # started in the seeded random order of `chosen`
+        position = {id(c): i for i, c in enumerate(chosen)}
+        runnable.sort(key=lambda item: position[id(item[1])])
+    if search == "halving":
+        runnable, outcome.search = _halve(run, runnable, outcome.search, deadline)
+    outcome.search += budget_note
+    done = run.simulate(runnable, 1.0, deadline, longest_first=deadline is None)
     outcome.entries = [
         e if "_run" not in e else done[e["candidate_id"]]
         for e in outcome.entries
@@ -242,9 +249,11 @@ def _shortened(raw: dict, fraction: float) -> dict:
     return out
 
 
-def _halve(run: _Runner, runnable: list, how: str) -> tuple[list, str]:
+def _halve(run: _Runner, runnable: list, how: str, deadline=None) -> tuple[list, str]:
     """Successive halving: every candidate at 1/16 of its requests, the best quarter at 1/4,
-    the best quarter of those at full size. Deterministic: the cuts depend on scores only."""
+    the best quarter of those at full size. Deterministic: the cuts depend on scores only.
+    Under a deadline each later rung starts its candidates best first, so the time left goes
+    to the most promising ones."""
     spec = run.spec
     stop = spec.traffic.get("stop") or {}
     if stop.get("requests") is None and stop.get("requests_per_load_unit") is None:
@@ -257,9 +266,10 @@ def _halve(run: _Runner, runnable: list, how: str) -> tuple[list, str]:
         keep = math.ceil(len(runnable) / HALVING_KEEP)
         if keep >= len(runnable):
             break
-        entries = run.simulate(runnable, fraction)
-        best = set(_best(spec.target, [entries[c[0]] for c in runnable if c[0] in entries], keep))
-        runnable = [c for c in runnable if c[0] in best]
+        entries = run.simulate(runnable, fraction, deadline, longest_first=deadline is None)
+        by_id = {c[0]: c for c in runnable}
+        best = _best(spec.target, [entries[c[0]] for c in runnable if c[0] in entries], keep)
+        runnable = [by_id[cid] for cid in best]
         sizes.append(len(runnable))
     rungs = " -> ".join(str(n) for n in sizes)
     return runnable, (
