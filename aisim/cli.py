@@ -101,10 +101,11 @@ def _config_options(f):
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json"]),
+    type=click.Choice(["table", "aiperf", "json"]),
     default="table",
     show_default=True,
-    help="What to print on stdout.",
+    help="What to print on stdout: table (latencies as mean / median / p90 / p99, then "
+    "throughputs), aiperf (AISimulate's full table), json (the summary).",
 )
 @click.option(
     "--capture-per-request",
@@ -171,10 +172,14 @@ def predict(
     if fmt == "json":
         click.echo(summary_json(pred, digest))
     else:
-        from aisim.output.table import render_table
+        from aisim.output.table import deployment_title, render_summary, render_table
 
-        click.echo(render_table(pred.prediction, pred.spec.role))
-        click.echo(f"prediction_sha256: {digest}")
+        if fmt == "aiperf":
+            click.echo(render_table(pred.prediction, pred.spec.role))
+            click.echo(f"prediction_sha256: {digest}")
+        else:
+            click.echo(render_summary(pred.prediction, deployment_title(cfg)))
+            click.echo(f"sha256 {digest}")  # prediction_sha256, within 80 columns
         if output_dir is not None:
             click.echo(f"Saved full report to: {Path(output_dir) / 'prediction.json'}")
     if pred.prediction.get("completed_requests", 0) == 0:

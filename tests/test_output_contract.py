@@ -72,3 +72,10 @@ def test_contract_catches_drift() -> None:
     missing = dict(good)
     del missing["duration_ms"]
     assert contract_problems(missing) == ["duration_ms: missing"]
+
+
+def test_docs_outputs_page_is_the_generated_one() -> None:
+    from aisim.output.contract import markdown
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "outputs.md"
+    assert page.read_text() == markdown(), "regenerate: python -m aisim.output.contract"

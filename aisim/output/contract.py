@@ -179,12 +179,20 @@ def _fields() -> list[OutputField]:
             "the per-request records (also requests.jsonl)",
             presence=CAPTURE,
         ),
-        f("wall_time_ms", FLOAT, "ms", "host time from validated config to metrics", host=True),
+        f(
+            "wall_time_ms",
+            FLOAT,
+            "ms",
+            "the simulator's own run time (host clock, validated config to metrics), not a "
+            "serving latency",
+            host=True,
+        ),
         f(
             "processed_tokens_per_s",
             FLOAT,
             "tokens/s",
-            "processed_tokens / wall time",
+            "the simulator's speed: processed_tokens / wall_time_ms (simulated tokens per host "
+            "second), not a serving throughput (that is total_throughput_tok_s)",
             nullable=True,
             host=True,
         ),
@@ -192,7 +200,8 @@ def _fields() -> list[OutputField]:
             "processed_output_tokens_per_s",
             FLOAT,
             "tokens/s",
-            "total_output_tokens / wall time",
+            "the simulator's speed: total_output_tokens / wall_time_ms, not a serving "
+            "throughput (that is output_throughput_tok_s)",
             nullable=True,
             host=True,
         ),
@@ -247,3 +256,48 @@ def contract_problems(prediction: dict) -> list[str]:
         elif isinstance(value, bool) or not isinstance(value, _PYTHON_TYPES[fd.kind]):
             bad.append(f"{name}: {type(value).__name__}, declared {fd.kind}")
     return bad
+
+
+def markdown() -> str:
+    """docs/outputs.md: every output field and column with type, unit and meaning (a test
+    keeps the committed page equal to this)."""
+    from aisim.output.passes import PASS_COLUMNS
+    from aisim.output.schema import REQUEST_COLUMNS
+
+    out = [
+        "# Output fields",
+        "",
+        "Generated from `aisim/output/contract.py`, `aisim/output/schema.py` and",
+        "`aisim/output/passes.py` (`python -m aisim.output.contract > docs/outputs.md`). Units",
+        "are also in each parquet column's field metadata (`unit`, `doc`). Host-clock fields",
+        "measure the simulator itself: they differ between runs and stay out of",
+        "`prediction_sha256`.",
+        "",
+        "## prediction.json and summary.parquet",
+        "",
+        "| field | type | unit | present | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for fd in FIELDS.values():
+        kind = fd.kind + (" or null" if fd.nullable else "")
+        meaning = fd.meaning + (" (host clock)" if fd.host else "")
+        out.append(f"| `{fd.name}` | {kind} | {fd.unit} | {fd.presence} | {_cell(meaning)} |")
+    for title, cols in (
+        ("requests.parquet (with --capture-per-request)", REQUEST_COLUMNS),
+        ("passes.parquet (with --capture-passes)", PASS_COLUMNS),
+    ):
+        out += ["", f"## {title}", "", "| column | type | unit | meaning |", "|---|---|---|---|"]
+        for col in cols:
+            meta = {k.decode(): v.decode() for k, v in (col.metadata or {}).items()}
+            kind = str(col.type) + (" or null" if col.nullable else "")
+            doc = _cell(meta.get("doc", ""))
+            out.append(f"| `{col.name}` | {kind} | {meta.get('unit', '')} | {doc} |")
+    return "\n".join(out) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

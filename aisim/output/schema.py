@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: per-request tpot_ms (was itl_ms, vLLM's name for it is TPOT)
 
 
 def column(name: str, typ: pa.DataType, unit: str, doc: str, nullable: bool = True) -> pa.Field:
@@ -33,7 +33,13 @@ REQUEST_COLUMNS = [
     column("ttft_ms", pa.float64(), "ms", "first token - arrival"),
     column("ttst_ms", pa.float64(), "ms", "second token - first token"),
     column("e2e_latency_ms", pa.float64(), "ms", "last token - arrival"),
-    column("itl_ms", pa.float64(), "ms", "(last - first) / (output_length - 1)"),
+    column(
+        "tpot_ms",
+        pa.float64(),
+        "ms",
+        "time per output token after the first: (last - first) / (output_length - 1), as vLLM's "
+        "TPOT (requests.jsonl calls it itl_ms, AISimulate's name)",
+    ),
     column("input_length", pa.int64(), "tokens", "prompt length", False),
     column("requested_output_length", pa.int64(), "tokens", "configured output length", False),
     column("output_length", pa.int64(), "tokens", "tokens emitted", False),

@@ -389,6 +389,7 @@ def requests_table(records: list[dict], provenance: dict):
         row["scheduler_id"] = route["scheduler_id"]
         row["worker_idx"] = route["logical_worker_id"]
         row["dp_rank"] = route["dp_rank"]
+        row["tpot_ms"] = r["itl_ms"]
         for name in cols:
             cols[name].append(row[name])
     table = pa.Table.from_pydict(cols, schema=REQUESTS_SCHEMA)
