@@ -89,13 +89,29 @@ def _config_options(f):
 
 
 @main.command()
-@_config_options
+@click.option(
+    "-c",
+    "--config",
+    "config_paths",
+    required=True,
+    multiple=True,
+    help="AISimulate-style YAML config; several -c, a folder or a glob run a batch "
+    "(batch.parquet, a row per config).",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="PATH=YAML_VALUE",
+    help="Override a config value before validation (repeatable; every config of a batch).",
+)
 @click.option(
     "--output-dir",
     "-o",
     type=click.Path(file_okay=False),
     default=None,
-    help="Write prediction.json (and per-request files) here.",
+    help="Write prediction.json (and per-request files) here; a batch writes batch.parquet "
+    "and points/ (rerunning resumes).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace aisim's files in --output-dir.")
 @click.option(
@@ -122,8 +138,15 @@ def _config_options(f):
     is_flag=True,
     help="Also write summary.parquet (implied by either capture flag).",
 )
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Configs of a batch run at once [default: the usable cores].",
+)
 def predict(
-    config_path: str,
+    config_paths: tuple[str, ...],
     overrides: tuple[str, ...],
     output_dir: str | None,
     overwrite: bool,
@@ -131,9 +154,26 @@ def predict(
     capture_per_request: bool,
     capture_passes: bool,
     summary_parquet: bool,
+    jobs: int | None,
 ) -> None:
-    """Simulate one deployment and report TTFT, TPOT, ITL, E2E latency and throughput."""
+    """Simulate deployments and report TTFT, TPOT, ITL, E2E latency and throughput."""
     from contextlib import nullcontext
+
+    from aisim.errors import ConfigError
+    from aisim.sweeps.batch import is_batch
+
+    if is_batch(config_paths):
+        flags = {"--capture-passes": capture_passes, "--summary-parquet": summary_parquet}
+        from aisim.cli_batch import predict_batch
+
+        predict_batch(
+            config_paths, overrides, output_dir, overwrite, fmt, capture_per_request, flags, jobs
+        )
+        _fast_exit()
+        return
+    if jobs is not None:
+        raise ConfigError("--jobs: runs the configs of a batch (several -c, a folder or a glob)")
+    config_path = config_paths[0]
 
     from aisim.config import load_config
     from aisim.errors import ConfigError, NoRequestsCompleted
