@@ -349,7 +349,8 @@ def sweep(
     "x_column",
     default=None,
     metavar="COLUMN",
-    help="Load column of the latency curves [default: the first swept column].",
+    help="Load column (or its config path) of the latency curves [default: the first swept "
+    "column].",
 )
 def plot(
     source: Path,

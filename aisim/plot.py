@@ -87,7 +87,7 @@ def plot_pareto(table, out_dir: Path, fmts, stem: str = "pareto") -> list[Path]:
     ax.plot(x[front], y[front], "o-", color="#1f77b4", label="Pareto frontier")
     label_cols = swept_columns(table)
     for i in front:
-        text = ", ".join(f"{c.split('.')[-1]}={cols[c][i]}" for c in label_cols)
+        text = ", ".join(f"{c.split('__')[-1]}={cols[c][i]}" for c in label_cols)
         ax.annotate(text, (x[i], y[i]), fontsize=6, xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel("output throughput per user (tokens/s/user)")
     ax.set_ylabel("output throughput per GPU (tokens/s/GPU)")
@@ -106,6 +106,8 @@ def plot_latency(
     plt = _pyplot()
     swept = swept_columns(table)
     x_column = x_column or (swept[0] if swept else None)
+    if x_column is not None and "." in x_column:  # the config path itself
+        x_column = x_column.replace(".", "__")
     if x_column not in table.column_names:
         raise AisimError(f"plot --x {x_column}: no such column in the sweep table")
     cols = _ok_rows(table)
@@ -122,7 +124,7 @@ def plot_latency(
             idx = np.array([i for i, k in enumerate(keys) if k == key])
             xs = np.asarray(cols[x_column][idx], float)
             order = np.argsort(xs)
-            name = ", ".join(f"{c.split('.')[-1]}={v}" for c, v in zip(others, key, strict=True))
+            name = ", ".join(f"{c.split('__')[-1]}={v}" for c, v in zip(others, key, strict=True))
             for stat, style in (("mean", "-"), ("p90", "--")):
                 ys = np.asarray(cols[f"{stat}_{metric}"][idx], float)[order]
                 ax.plot(xs[order], ys, style, marker=".", label=f"{stat} {name}".strip())

@@ -16,7 +16,9 @@ from tests.analysis_configs import OP_LEVEL
 
 HOST = ("wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s")
 CONC = "traffic.load.concurrency"
+CONC_COL = "traffic__load__concurrency"  # its sweep.parquet column
 MBT = "engine.workers.aggregated.scheduler.max_batched_tokens"
+MBT_COL = MBT.replace(".", "__")
 
 
 def _base(tmp_path: Path) -> Path:
@@ -67,7 +69,7 @@ def test_grid_rows_equal_lone_runs_and_failures_are_recorded(tmp_path: Path) -> 
     )
     table = pq.read_table(out / "sweep.parquet")
     rows = table.to_pylist()
-    assert [(r[CONC], r[MBT]) for r in rows] == [
+    assert [(r[CONC_COL], r[MBT_COL]) for r in rows] == [
         (1, 512),
         (1, 1024),
         (5, 512),
@@ -75,11 +77,11 @@ def test_grid_rows_equal_lone_runs_and_failures_are_recorded(tmp_path: Path) -> 
         (0, 512),
         (0, 1024),
     ]
-    assert table.schema.field(CONC).type == "int64"
+    assert table.schema.field(CONC_COL).type == "int64"
     assert [r["status"] for r in rows] == ["ok"] * 4 + ["error"] * 2
     assert "concurrency" in rows[-1]["error"] and rows[-1]["mean_ttft_ms"] is None
     for r in rows[:4]:
-        pred = _alone(tmp_path, cfg, [f"{CONC}={r[CONC]}", f"{MBT}={r[MBT]}"])
+        pred = _alone(tmp_path, cfg, [f"{CONC}={r[CONC_COL]}", f"{MBT}={r[MBT_COL]}"])
         _assert_row_is_prediction(table, r, pred)
     meta = json.loads(table.schema.metadata[b"aisim"])
     assert meta["table"] == "sweep" and len(meta["optable_sha256"]) == 64
@@ -129,7 +131,8 @@ zip:
     table = pq.read_table(out / "sweep.parquet")
     rows = table.to_pylist()
     assert [
-        (r[CONC], r["traffic.source.input_tokens"], r["traffic.source.output_tokens"]) for r in rows
+        (r[CONC_COL], r["traffic__source__input_tokens"], r["traffic__source__output_tokens"])
+        for r in rows
     ] == [(2, 128, 16), (2, 256, 8), (6, 128, 16), (6, 256, 8)]
     import pyarrow.dataset as ds
 
@@ -148,6 +151,11 @@ zip:
         .fetchall()
     )
     assert [j[0] for j in joined] == [0, 1, 2, 3]
+    swept = duckdb.sql(  # swept columns read without quoting
+        f"select traffic__load__concurrency, traffic__source__input_tokens "
+        f"from '{out / 'sweep.parquet'}' order by point_index"
+    ).fetchall()
+    assert swept == [(r[CONC_COL], r["traffic__source__input_tokens"]) for r in rows]
     for _, mean_req, mean_summary in joined:
         assert mean_req == pytest.approx(mean_summary, rel=1e-12)
 

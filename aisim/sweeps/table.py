@@ -8,6 +8,12 @@ from aisim.output.schema import column, table_metadata
 from aisim.output.summary import summary_field, summary_values
 
 
+def swept_column(path: str) -> str:
+    """The column of a swept config path: its dots as double underscores
+    (traffic__load__concurrency), a name pandas, polars and DuckDB read without quoting."""
+    return path.replace(".", "__")
+
+
 def _swept_type(values: list) -> pa.DataType:
     if all(isinstance(v, bool) for v in values):
         return pa.bool_()
@@ -44,7 +50,9 @@ def sweep_table(points, records: list[dict], base_sha256: str, meta: dict) -> pa
     swept_types = {}
     for k in keys:
         swept_types[k] = _swept_type([dict(p.values)[k] for p in points])
-        fields.append(column(k, swept_types[k], "value", f"swept config value {k}", False))
+        fields.append(
+            column(swept_column(k), swept_types[k], "value", f"swept config value {k}", False)
+        )
     fields += [
         column("status", pa.string(), "code", "ok | error", False),
         column("error", pa.string(), "text", "why the point failed (null when ok)"),
@@ -69,7 +77,7 @@ def sweep_table(points, records: list[dict], base_sha256: str, meta: dict) -> pa
         cols["point_index"].append(p.index)
         cols["point_id"].append(rec["point_id"])
         for k in keys:
-            cols[k].append(_swept_value(values[k], swept_types[k]))
+            cols[swept_column(k)].append(_swept_value(values[k], swept_types[k]))
         cols["status"].append(rec["status"])
         cols["error"].append(rec["error"])
         cols["prediction_sha256"].append(rec["prediction_sha256"])
