@@ -2,7 +2,8 @@
 
 From a sweep (sweep.parquet):
   pareto   output throughput per GPU vs output throughput per user, the Pareto frontier drawn;
-  latency  TTFT, ITL and end-to-end latency (mean and p90) against the load column.
+  latency  TTFT, TPOT, ITL and end-to-end latency (mean, median, p99) and the output and
+           request throughputs against the load column.
 From a run with passes captured (passes.parquet):
   timeline batch composition (prefill / decode requests), KV blocks used and cached, and the
            waiting queue over simulated time.
@@ -20,6 +21,7 @@ import numpy as np
 from aisim.errors import AisimError
 
 _TIMELINE_BINS = 1500
+_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": 8}  # off the data
 
 
 def _pyplot():
@@ -76,33 +78,89 @@ def gpus(cols: dict) -> np.ndarray:
     return np.asarray(cols["gpu_hours"], float) * 3.6e6 / np.asarray(cols["duration_ms"], float)
 
 
+def deployment(table) -> str:
+    """The sweep's base deployment (model | GPU | backend | shape) from its metadata."""
+    import json
+
+    meta = (table.schema.metadata or {}).get(b"aisim")
+    return json.loads(meta).get("deployment", "") if meta else ""
+
+
+def _titled(fig, what: str, table) -> None:
+    where = deployment(table)
+    fig.suptitle(what + (f"\n{where}" if where else ""), fontsize=11)
+
+
+def _plain(ax) -> None:
+    """Axis numbers as they are: no offset or scientific notation (float noise on a flat series
+    must not read like a trend)."""
+    from matplotlib.ticker import ScalarFormatter
+
+    for axis in (ax.yaxis,) if ax.get_xscale() == "log" else (ax.xaxis, ax.yaxis):
+        fmt = ScalarFormatter(useOffset=False)
+        fmt.set_scientific(False)
+        axis.set_major_formatter(fmt)
+
+
+def _short(column: str) -> str:
+    return column.split("__")[-1]
+
+
 def plot_pareto(table, out_dir: Path, fmts, stem: str = "pareto") -> list[Path]:
     plt = _pyplot()
     cols = _ok_rows(table)
     x = np.asarray(cols["mean_output_token_throughput_per_user"], float)
     y = np.asarray(cols["output_throughput_tok_s"], float) / gpus(cols)
     front = pareto_front(x, y)
-    fig, ax = plt.subplots(figsize=(7, 5))
-    ax.scatter(x, y, s=18, color="#999999", label="sweep points")
-    ax.plot(x[front], y[front], "o-", color="#1f77b4", label="Pareto frontier")
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    ax.scatter(x, y, s=18, color="#999999", label="sweep points", zorder=2)
+    ax.plot(x[front], y[front], "o-", color="#1f77b4", label="Pareto frontier", zorder=3)
     label_cols = swept_columns(table)
+    mid = (x.min() + x.max()) / 2
     for i in front:
-        text = ", ".join(f"{c.split('__')[-1]}={cols[c][i]}" for c in label_cols)
-        ax.annotate(text, (x[i], y[i]), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        text = ", ".join(f"{_short(c)}={cols[c][i]}" for c in label_cols)
+        right_half = x[i] > mid  # labels there point left, so none runs off the axes
+        ax.annotate(
+            text,
+            (x[i], y[i]),
+            fontsize=7,
+            xytext=(-6 if right_half else 6, 4),
+            textcoords="offset points",
+            ha="right" if right_half else "left",
+        )
     ax.set_xlabel("output throughput per user (tokens/s/user)")
     ax.set_ylabel("output throughput per GPU (tokens/s/GPU)")
-    ax.set_title("Throughput per GPU vs per user")
+    ax.margins(x=0.08, y=0.1)
     ax.grid(alpha=0.3)
-    ax.legend()
+    _plain(ax)
+    ax.legend(loc="best")
+    _titled(fig, "Throughput per GPU vs per user", table)
     fig.tight_layout()
     paths = _save(fig, out_dir, stem, fmts)
     plt.close(fig)
     return paths
 
 
+LATENCY_PANELS = (  # (summary metric, y label, statistics drawn)
+    ("ttft_ms", "TTFT (ms)", ("mean", "median", "p99")),
+    ("tpot_ms", "TPOT (ms)", ("mean", "median", "p99")),
+    ("itl_ms", "ITL (ms)", ("mean", "median", "p99")),
+    ("e2e_latency_ms", "end-to-end latency (ms)", ("mean", "median", "p99")),
+    ("output_throughput_tok_s", "output throughput (tokens/s)", ("",)),
+    ("request_throughput_rps", "request throughput (requests/s)", ("",)),
+)
+_STYLES = {"mean": "-", "median": "--", "p99": ":", "": "-"}
+_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
 def plot_latency(
     table, out_dir: Path, fmts, x_column: str | None = None, stem: str = "latency"
 ) -> list[Path]:
+    """Latency (mean, median, p99) and throughput against the load column, one colour and
+    marker per combination of the other swept values."""
+    from matplotlib.lines import Line2D
+
     plt = _pyplot()
     swept = swept_columns(table)
     x_column = x_column or (swept[0] if swept else None)
@@ -113,28 +171,61 @@ def plot_latency(
     cols = _ok_rows(table)
     others = [c for c in swept if c != x_column]
     keys = [tuple(cols[c][i] for c in others) for i in range(len(cols[x_column]))]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
-    for ax, metric, label in zip(
-        axes,
-        ("ttft_ms", "itl_ms", "e2e_latency_ms"),
-        ("TTFT (ms)", "ITL (ms)", "end-to-end latency (ms)"),
-        strict=True,
-    ):
-        for key in sorted(set(keys), key=str):
+    groups = sorted(set(keys), key=str)
+    xs_all = np.asarray(cols[x_column], float)
+    log_x = bool(np.all(xs_all > 0)) and xs_all.max() / max(xs_all.min(), 1e-300) >= 8
+    fig, axes = plt.subplots(2, 3, figsize=(14, 7.5))
+    for ax, (metric, label, stats) in zip(axes.flat, LATENCY_PANELS, strict=True):
+        for g, key in enumerate(groups):
             idx = np.array([i for i, k in enumerate(keys) if k == key])
-            xs = np.asarray(cols[x_column][idx], float)
-            order = np.argsort(xs)
-            name = ", ".join(f"{c.split('__')[-1]}={v}" for c, v in zip(others, key, strict=True))
-            for stat, style in (("mean", "-"), ("p90", "--")):
-                ys = np.asarray(cols[f"{stat}_{metric}"][idx], float)[order]
-                ax.plot(xs[order], ys, style, marker=".", label=f"{stat} {name}".strip())
-        ax.set_xscale("log")
-        ax.set_xlabel(x_column)
+            order = np.argsort(xs_all[idx])
+            for stat in stats:
+                name = f"{stat}_{metric}" if stat else metric
+                if name not in cols:
+                    continue
+                ys = np.asarray(cols[name][idx], float)[order]
+                ax.plot(
+                    xs_all[idx][order],
+                    ys,
+                    _STYLES[stat],
+                    color=_COLORS[g % len(_COLORS)],
+                    marker=_MARKERS[g % len(_MARKERS)] if stat in ("mean", "") else None,
+                    markersize=4,
+                    linewidth=1.6 if stat in ("mean", "") else 1.1,
+                )
+        if log_x:
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(_short(x_column))
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.suptitle("Latency vs load")
-    fig.tight_layout()
+        _plain(ax)
+        if log_x:
+            from matplotlib.ticker import FixedLocator, ScalarFormatter
+
+            ax.xaxis.set_major_locator(FixedLocator(sorted(set(xs_all.tolist()))))
+            fmt = ScalarFormatter(useOffset=False)
+            fmt.set_scientific(False)
+            ax.xaxis.set_major_formatter(fmt)
+            ax.xaxis.set_minor_locator(FixedLocator([]))
+    handles = [
+        Line2D([], [], color="black", linestyle=_STYLES[s], label=s) for s in ("mean", "median")
+    ] + [Line2D([], [], color="black", linestyle=":", label="p99")]
+    if others:
+        handles += [
+            Line2D(
+                [],
+                [],
+                color=_COLORS[g % len(_COLORS)],
+                marker=_MARKERS[g % len(_MARKERS)],
+                label=", ".join(f"{_short(c)}={v}" for c, v in zip(others, key, strict=True)),
+            )
+            for g, key in enumerate(groups)
+        ]
+    # below the panels, so no legend covers data
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 5), fontsize=8)
+    _titled(fig, f"Latency and throughput vs {_short(x_column)}", table)
+    rows = 1 + (len(handles) - 1) // 5
+    fig.tight_layout(rect=(0, 0.03 + 0.03 * rows, 1, 1))
     paths = _save(fig, out_dir, stem, fmts)
     plt.close(fig)
     return paths
@@ -184,22 +275,25 @@ def plot_timeline(
         step="post",
     )
     axes[0].set_ylabel("requests in pass")
-    axes[0].legend(loc="upper right", fontsize=8)
+    axes[0].legend(**_OUTSIDE)
     axes[1].plot(t, col["kv_blocks_used"], label="used", drawstyle="steps-post")
     axes[1].plot(t, col["kv_blocks_cached"], label="cached (evictable)", drawstyle="steps-post")
     axes[1].set_ylabel("KV blocks per rank")
-    axes[1].legend(loc="upper right", fontsize=8)
+    axes[1].legend(**_OUTSIDE)
     axes[2].plot(t, col["waiting"], label="waiting", color="#d62728", drawstyle="steps-post")
     axes[2].plot(t, col["running"], label="running", color="#2ca02c", drawstyle="steps-post")
     axes[2].set_ylabel("requests")
     axes[2].set_xlabel("simulated time (s)")
-    axes[2].legend(loc="upper right", fontsize=8)
+    axes[2].legend(**_OUTSIDE)
     for ax in axes:
         ax.grid(alpha=0.3)
+        _plain(ax)
+    where = deployment(passes)
     fig.suptitle(
         "Scheduler timeline"
         + (f", {title} pool" if title else "")
         + (" (time-binned means)" if len(t) >= 2 and passes.num_rows > _TIMELINE_BINS else "")
+        + (f"\n{where}" if where else "")
     )
     fig.tight_layout()
     paths = _save(fig, out_dir, stem, fmts)

@@ -35,6 +35,7 @@ class Prediction:
     config_sha256: str
     spec: object  # aisim.engine.deployment.RunSpec
     passes: object = None  # aisim.state.PassLog trimmed to its rows (capture_passes)
+    deployment: str = ""  # model | GPU | backend | shapes (figure titles, parquet metadata)
 
 
 def config_sha256(cfg_path: str, overrides: tuple[str, ...]) -> str:
@@ -64,10 +65,14 @@ def predict_config(
 ) -> Prediction:
     """Validated config -> Prediction. `memos` (a dict, optional) keeps one pass-time memo per
     op plan across calls in this process: a sweep's points that share a plan share prices."""
+    from dataclasses import replace
+
     from aisim.output.contract import contract_problems
+    from aisim.output.table import deployment_title
 
     with _collector_paused():
         pred = _run_prediction(cfg, digest, capture, capture_passes, memos)
+    pred = replace(pred, deployment=deployment_title(cfg))
     problems = contract_problems(pred.prediction)
     if problems:
         # a field the output contract does not declare would be a new, undocumented output
@@ -268,6 +273,7 @@ def provenance(pred: Prediction) -> dict:
         "aisim_version": __version__,
         "config_sha256": pred.config_sha256,
         "optable_sha256": optable_sha256(pred.spec),
+        "deployment": pred.deployment,
     }
 
 

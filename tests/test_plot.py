@@ -104,3 +104,26 @@ def test_pareto_front() -> None:
 def test_plot_without_data_is_one_line(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["plot", str(tmp_path)])
     assert res.exit_code == 2 and "passes.parquet" in res.output
+
+
+def test_flat_series_show_plain_numbers_and_sweeps_carry_their_deployment(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+    import pyarrow.parquet as pq
+
+    from aisim.plot import _plain, deployment
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3], [1.7, 1.7 + 1e-12, 1.7 - 1e-12])  # float noise on a flat series
+    _plain(ax)
+    fig.canvas.draw()
+    assert ax.yaxis.get_major_formatter().get_offset() == ""
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert all("e" not in t and t.replace(".", "").replace("−", "").isdigit() for t in labels)
+    plt.close(fig)
+    cfg = tmp_path / "base.yaml"
+    cfg.write_text(OP_LEVEL)
+    out = tmp_path / "sw"
+    args = ["sweep", "-c", str(cfg), "--grid", "traffic.load.concurrency=1,4", "-o", str(out)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    title = deployment(pq.read_table(out / "sweep.parquet"))
+    assert title.startswith("Qwen/Qwen3-32B | b200_sxm | vllm") and " TP" in title

@@ -99,6 +99,7 @@ def run_sweep(
             (r["provenance"]["optable_sha256"] for r in ordered if r["provenance"]), ""
         ),
         "aisim_version": _version(),
+        "deployment": _deployment(base, base_overrides),
     }
     table = sweep_table(points, ordered, base_sha, meta)
     if out_dir is not None:
@@ -183,6 +184,18 @@ def execute(
     finally:
         if progress is not None:
             progress.close()
+
+
+def _deployment(base: str, overrides: tuple[str, ...]) -> str:
+    """The base config's model | GPU | backend | shape, for figure titles ("" when the base
+    alone does not validate: its points' overrides may be what makes it valid)."""
+    from aisim.config import load_config
+    from aisim.output.table import deployment_title
+
+    try:
+        return deployment_title(load_config(base, overrides))
+    except AisimError:
+        return ""
 
 
 def _version() -> str:
