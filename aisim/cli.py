@@ -117,11 +117,18 @@ def _config_options(f):
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "aiperf", "json"]),
+    type=click.Choice(["table", "aiperf", "json", "vllm-bench"]),
     default="table",
     show_default=True,
     help="What to print on stdout: table (latencies as mean / median / p90 / p99, then "
-    "throughputs), aiperf (AISimulate's full table), json (the summary).",
+    "throughputs), aiperf (AISimulate's full table), json (the summary), vllm-bench (vllm bench "
+    "serve's result; with -o also vllm_bench.json, docs/vllm-bench.md).",
+)
+@click.option(
+    "--metric-percentiles",
+    default=None,
+    metavar="P1,P2,...",
+    help="vllm-bench: the percentiles reported, as vllm bench serve's flag [default: 99].",
 )
 @click.option(
     "--capture-per-request",
@@ -154,16 +161,20 @@ def predict(
     capture_per_request: bool,
     capture_passes: bool,
     summary_parquet: bool,
+    metric_percentiles: str | None,
     jobs: int | None,
 ) -> None:
     """Simulate deployments and report TTFT, TPOT, ITL, E2E latency and throughput."""
-    from contextlib import nullcontext
 
     from aisim.errors import ConfigError
     from aisim.sweeps.batch import is_batch
 
     if is_batch(config_paths):
-        flags = {"--capture-passes": capture_passes, "--summary-parquet": summary_parquet}
+        flags = {
+            "--capture-passes": capture_passes,
+            "--summary-parquet": summary_parquet,
+            "--metric-percentiles": metric_percentiles is not None,
+        }
         from aisim.cli_batch import predict_batch
 
         predict_batch(
@@ -173,57 +184,20 @@ def predict(
         return
     if jobs is not None:
         raise ConfigError("--jobs: runs the configs of a batch (several -c, a folder or a glob)")
-    config_path = config_paths[0]
+    from aisim.cli_predict import predict_one
 
-    from aisim.config import load_config
-    from aisim.errors import ConfigError, NoRequestsCompleted
-    from aisim.output.write import ResultFolder, prediction_sha256, write_outputs
-    from aisim.prediction import config_sha256, predict_config, provenance, summary_json
-
-    if output_dir is None:
-        for flag, given, what in (
-            ("--capture-per-request", capture_per_request, "requests.jsonl and requests.parquet"),
-            ("--capture-passes", capture_passes, "passes.parquet"),
-            ("--summary-parquet", summary_parquet, "summary.parquet"),
-        ):
-            if given:
-                raise ConfigError(f"{flag} needs --output-dir DIR ({what} go there)")
-    cfg = load_config(config_path, overrides)
-    folder = ResultFolder(output_dir, overwrite) if output_dir is not None else None
-    with folder or nullcontext():
-        _note_cold_cache()
-        pred = predict_config(
-            cfg,
-            config_sha256(config_path, overrides),
-            capture=capture_per_request,
-            capture_passes=capture_passes,
-        )
-        if folder is not None:
-            digest = write_outputs(
-                folder,
-                pred.prediction,
-                pred.records,
-                provenance(pred),
-                pred.passes,
-                summary=summary_parquet or capture_per_request or capture_passes,
-            )
-        else:
-            digest = prediction_sha256(pred.prediction)
-    if fmt == "json":
-        click.echo(summary_json(pred, digest))
-    else:
-        from aisim.output.table import deployment_title, render_summary, render_table
-
-        if fmt == "aiperf":
-            click.echo(render_table(pred.prediction, pred.spec.role))
-            click.echo(f"prediction_sha256: {digest}")
-        else:
-            click.echo(render_summary(pred.prediction, deployment_title(cfg)))
-            click.echo(f"sha256 {digest}")  # prediction_sha256, within 80 columns
-        if output_dir is not None:
-            click.echo(f"Saved full report to: {Path(output_dir) / 'prediction.json'}")
-    if pred.prediction.get("completed_requests", 0) == 0:
-        raise NoRequestsCompleted(pred.prediction["diagnostic"])
+    predict_one(
+        config_paths[0],
+        overrides,
+        output_dir,
+        overwrite,
+        fmt,
+        capture_per_request,
+        capture_passes,
+        summary_parquet,
+        metric_percentiles,
+        _note_cold_cache,
+    )
     _fast_exit()
 
 
@@ -635,13 +609,16 @@ def estimate(
     click.echo(render_json(result) if fmt == "json" else render_table(result))
 
 
-def _register_recommend() -> None:
+def _register_commands() -> None:
+    """The commands kept in modules of their own (each imports only click at load)."""
+    from aisim.cli_compare import register
     from aisim.cli_recommend import recommend
 
     main.add_command(recommend)
+    register(main)
 
 
-_register_recommend()
+_register_commands()
 
 if __name__ == "__main__":
     main()

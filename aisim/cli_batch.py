@@ -20,8 +20,8 @@ def predict_batch(configs, overrides, output_dir, overwrite, fmt, capture, flags
     for flag, given in flags.items():
         if given:
             raise ConfigError(f"{flag}: one config at a time (a batch writes batch.parquet)")
-    if fmt == "aiperf":
-        raise ConfigError("--format aiperf: one config at a time; a batch prints table or json")
+    if fmt in ("aiperf", "vllm-bench"):
+        raise ConfigError(f"--format {fmt}: one config at a time; a batch prints table or json")
     if capture and output_dir is None:
         raise ConfigError("--capture-per-request needs --output-dir DIR (requests/ goes there)")
     paths = expand_configs(configs)

@@ -34,6 +34,7 @@ OUTPUT_NAMES = (
     "prediction.sha256",
     "summary.parquet",
     "passes.parquet",
+    "vllm_bench.json",
 )
 STAGING_PREFIX = ".aisim-staging-"
 # requests.parquet rows per row group: pyarrow's own default, so the streamed file has the
@@ -214,6 +215,7 @@ def write_outputs(
     provenance: dict,
     passes=None,
     summary: bool = True,
+    extra: dict[str, bytes] | None = None,
 ) -> str:
     """Write a run's result files into `folder` and commit them; returns prediction_sha256.
 
@@ -247,6 +249,8 @@ def write_outputs(
             from aisim.output.passes import passes_table
 
             write_bytes("passes.parquet", table_bytes(passes_table(passes, provenance)))
+        for name, data in (extra or {}).items():  # e.g. vllm_bench.json
+            write_bytes(name, data)
         write_bytes("prediction.sha256", (digest + "\n").encode())
     except OSError as exc:
         name = Path(exc.filename).name if getattr(exc, "filename", None) else None
