@@ -611,11 +611,12 @@ def estimate(
 
 def _register_commands() -> None:
     """The commands kept in modules of their own (each imports only click at load)."""
-    from aisim.cli_compare import register
+    from aisim import cli_compare, cli_trace
     from aisim.cli_recommend import recommend
 
     main.add_command(recommend)
-    register(main)
+    cli_compare.register(main)
+    cli_trace.register(main)
 
 
 _register_commands()
