@@ -78,9 +78,12 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
             model_type=str(raw.get("model_type", "")),
             torch_dtype=str(raw.get("torch_dtype") or raw.get("dtype") or "bfloat16"),
             use_qk_norm=str(raw.get("model_type", "")).startswith("qwen3"),
-            num_experts=_int(raw, "num_experts") or _int(raw, "n_routed_experts"),
+            num_experts=_int(raw, "num_experts")
+            or _int(raw, "n_routed_experts")
+            or _int(raw, "num_local_experts"),  # Mixtral's name for it
             num_experts_per_tok=_int(raw, "num_experts_per_tok"),
-            moe_intermediate_size=_int(raw, "moe_intermediate_size"),
+            moe_intermediate_size=_int(raw, "moe_intermediate_size")
+            or (int(raw.get("intermediate_size") or 0) if _int(raw, "num_local_experts") else 0),
             num_shared_experts=_int(raw, "n_shared_experts"),
             q_lora_rank=_int(raw, "q_lora_rank"),
             kv_lora_rank=_int(raw, "kv_lora_rank"),

@@ -31,6 +31,8 @@ SHIPPED = (
     "Qwen/Qwen3-32B-FP8-Static-PerTensor",
     "nvidia/Llama-3.1-70B-Instruct-FP8",
     "nvidia/DeepSeek-V3.2-NVFP4",
+    "mistralai/Mixtral-8x7B-v0.1",
+    "mistralai/Mixtral-8x22B-v0.1",
 )
 
 
@@ -55,6 +57,19 @@ def test_every_bundled_model_of_a_priced_family_resolves_by_id() -> None:
 def test_shipped_checkpoints_declare_their_precision(model_id: str, weights: str, kv: str) -> None:
     model = load_model(model_id)
     assert (model.weight_quant, model.kv_cache_quant) == (weights, kv)
+
+
+def test_mixtral_reads_as_an_moe_model() -> None:
+    """Mixtral names its experts num_local_experts and their width intermediate_size."""
+    from aisim.timing.families import is_moe_model
+
+    m = load_model("mistralai/Mixtral-8x7B-v0.1")
+    assert is_moe_model(m)
+    assert (m.num_experts, m.num_experts_per_tok, m.moe_intermediate_size) == (8, 2, 14336)
+    assert (m.num_attention_heads, m.num_kv_heads, m.head_dim) == (32, 8, 128)
+    assert not m.use_qk_norm
+    dense = load_model("Qwen/Qwen3-32B")
+    assert dense.num_experts == 0 and dense.moe_intermediate_size == 0
 
 
 def test_probe_deployment_is_the_smallest_group_the_weights_fit() -> None:

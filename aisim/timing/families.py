@@ -1,7 +1,7 @@
 """Which plan family prices a model, and which table families it reads.
 
 dense Qwen3 / Llama             aisim.timing.family_dense
-MoE with GQA attention (Qwen3)  aisim.timing.family_qwen3_moe
+MoE with GQA attention (Qwen3 MoE, Mixtral)  aisim.timing.family_qwen3_moe
 DeepSeek-V3 / R1 (dense MLA)    aisim.timing.family_deepseek_mla
 DeepSeek-V3.2 (DSA)             aisim.timing.family_deepseek_dsa
 """

@@ -1,8 +1,8 @@
-"""Plan family: Qwen3 MoE (GQA attention + routed experts, docs/timing.md 3.4).
+"""Plan family: MoE with GQA attention: Qwen3 MoE and Mixtral (docs/timing.md 3.4).
 
-The attention block is the dense family's (same leaf builder: GQA slices, qk-norm extras); the
-FFN becomes router GEMM (when >= 128 experts; AISimulate does not price smaller routers),
-dispatch, routed experts at global tokens = local x attention-DP, and combine. The embedding's
+The attention block is the dense family's (same leaf builder: GQA slices, qk-norm extras where
+the model has them); the FFN becomes router GEMM, dispatch, routed experts at global tokens =
+local x attention-DP, and combine. The embedding's
 allreduce over the attention-TP group is listed (0 at TP 1), and the lm_head is priced in
 decode only (AISimulate's MoE family has no context lm_head).
 """
@@ -19,8 +19,7 @@ from aisim.timing.plan_record import Deployment, OpRow, PassPlan, allreduce_scal
 from aisim.timing.system import GpuSystem
 from aisim.timing.tables import Tables
 
-MOE_DISTRIBUTION = "power_law_1.2"  # Qwen3 MoE token routing of the moe table
-MIN_PRICED_ROUTER_EXPERTS = 128
+MOE_DISTRIBUTION = "power_law_1.2"  # the token routing of the moe table these models read
 
 
 def build_qwen3_moe_plan(
@@ -87,10 +86,7 @@ def build_qwen3_moe_plan(
             OpRow(phase, "attention", attn, None, 0.0, layer),
             OpRow(phase, "proj_gemm", KP.OP_GEMM_TOKENS, "proj_gemm", 0.0, layer),
             OpRow(phase, "add_norm_2", KP.OP_MEM_TOKENS, None, 8.0 * h, layer),
-        ]
-        if model.num_experts >= MIN_PRICED_ROUTER_EXPERTS:
-            rows.append(OpRow(phase, "router_gemm", KP.OP_GEMM_TOKENS, "router_gemm", 0.0, layer))
-        rows += [
+            OpRow(phase, "router_gemm", KP.OP_GEMM_TOKENS, "router_gemm", 0.0, layer),
             OpRow(phase, "moe_pre_dispatch", KP.OP_NCCL_ALL_GATHER, None, h * adp * gather, layer),
             OpRow(phase, "moe", KP.OP_MOE, None, 0.0, layer),
             OpRow(
