@@ -77,7 +77,7 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
             vocab_size=int(raw.get("vocab_size") or 0),
             model_type=str(raw.get("model_type", "")),
             torch_dtype=str(raw.get("torch_dtype") or raw.get("dtype") or "bfloat16"),
-            use_qk_norm=str(raw.get("model_type", "")).startswith("qwen3"),
+            use_qk_norm=_qk_norm(raw),
             num_experts=_int(raw, "num_experts")
             or _int(raw, "n_routed_experts")
             or _int(raw, "num_local_experts"),  # Mixtral's name for it
@@ -99,6 +99,13 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{field}: model config {model!r} lacks a usable {exc}") from None
+
+
+def _qk_norm(raw: dict) -> bool:
+    """Qwen3 and MiniMax-M2 normalise q and k per head before RoPE (AISimulate keys it on the
+    architecture, not on the config's own use_qk_norm flag)."""
+    model_type = str(raw.get("model_type", ""))
+    return model_type.startswith("qwen3") or model_type == "minimax_m2"
 
 
 def _int(raw: dict, key: str) -> int:

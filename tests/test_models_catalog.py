@@ -33,6 +33,10 @@ SHIPPED = (
     "nvidia/DeepSeek-V3.2-NVFP4",
     "mistralai/Mixtral-8x7B-v0.1",
     "mistralai/Mixtral-8x22B-v0.1",
+    "MiniMaxAI/MiniMax-M2.5",
+    "MiniMaxAI/MiniMax-M2.7",
+    "nvidia/MiniMax-M2.5-NVFP4",
+    "nvidia/MiniMax-M2.7-NVFP4",
 )
 
 
@@ -52,6 +56,8 @@ def test_every_bundled_model_of_a_priced_family_resolves_by_id() -> None:
         ("nvidia/DeepSeek-V3.2-NVFP4", "nvfp4", "fp8"),
         ("Qwen/Qwen3-32B-FP8-Static-PerTensor", "fp8_static", "fp8"),
         ("meta-llama/Meta-Llama-3.1-8B", "", ""),
+        ("MiniMaxAI/MiniMax-M2.5", "fp8_block", ""),
+        ("nvidia/MiniMax-M2.5-NVFP4", "nvfp4", "fp8"),
     ],
 )
 def test_shipped_checkpoints_declare_their_precision(model_id: str, weights: str, kv: str) -> None:
@@ -68,6 +74,9 @@ def test_mixtral_reads_as_an_moe_model() -> None:
     assert (m.num_experts, m.num_experts_per_tok, m.moe_intermediate_size) == (8, 2, 14336)
     assert (m.num_attention_heads, m.num_kv_heads, m.head_dim) == (32, 8, 128)
     assert not m.use_qk_norm
+    mm = load_model("MiniMaxAI/MiniMax-M2.5")  # qk-norm, like Qwen3
+    assert (mm.num_experts, mm.num_experts_per_tok, mm.moe_intermediate_size) == (256, 8, 1536)
+    assert mm.use_qk_norm
     dense = load_model("Qwen/Qwen3-32B")
     assert dense.num_experts == 0 and dense.moe_intermediate_size == 0
 
