@@ -229,3 +229,31 @@ def test_single_request_anchors(key: tuple, tmp_path: Path) -> None:
     ttft, ttst = ANCHORS[key]
     assert mixed["prefill_ns"] == round(ttft * 1e6)
     assert mixed["decode_ns"] == round(ttst * 1e6)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "extra", "name"),
+    [
+        # gpt-oss: banded attention on half the layers and MXFP4 experts, not this graph
+        ("gpt_oss", {"num_local_experts": 32, "sliding_window": 128}, "gpt_oss"),
+        # Qwen2-MoE: a shared expert beside the routed ones
+        ("qwen2_moe", {"num_experts": 60, "shared_expert_intermediate_size": 5632}, "qwen2_moe"),
+    ],
+)
+def test_moe_architectures_outside_the_priced_graph_are_refused(
+    tmp_path: Path, model_type: str, extra: dict, name: str
+) -> None:
+    raw = json.loads(
+        (Path(__file__).parents[1] / "data/models/Qwen--Qwen3-30B-A3B_config.json").read_text()
+    )
+    raw.pop("num_experts")
+    raw.update(model_type=model_type, **extra)
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    from tests.analysis_configs import OP_LEVEL
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(OP_LEVEL.replace("Qwen/Qwen3-32B", str(tmp_path / "config.json")))
+    res = CliRunner().invoke(main, ["predict", "-c", str(cfg)])
+    assert res.exit_code == 2, res.output
+    assert f"({name} MoE architecture) is not available yet" in res.output
+    assert "Mixtral" in res.output and len(res.output.strip().splitlines()) == 1

@@ -17,6 +17,9 @@ from aisim.timing.tables import FAMILIES, MOE_FAMILIES, Tables
 
 # MiMo-7B is a Qwen2-shaped decoder (its MTP layers are priced only through engine.nextn)
 DENSE_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral", "mimo")
+# one MoE layer per decoder layer, no shared expert, full attention on every layer: the graph
+# family_qwen3_moe prices (gpt-oss's banded layers and Qwen2-MoE's shared expert differ)
+GQA_MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "minimax_m2")
 _DEEPSEEK = {
     family_deepseek_dsa.MODEL_TYPE: family_deepseek_dsa.build_deepseek_dsa_plan,
     family_deepseek_mla.MODEL_TYPE: family_deepseek_mla.build_deepseek_mla_plan,
@@ -33,7 +36,16 @@ def table_families(model: ModelArch) -> tuple[str, ...]:
 
 
 def check_priced(model: ModelArch, where: str) -> None:
-    """NotAvailableError for a dense model no family prices (MoE models: `build_plan`)."""
+    """NotAvailableError for a model no family prices (MLA models: `build_plan`)."""
+    if is_moe_model(model) and model.kv_lora_rank == 0:
+        if model.model_type not in GQA_MOE_MODEL_TYPES:
+            raise NotAvailableError(
+                f"{where}.timing: op-level timing for {model.model_id} "
+                f"({model.model_type or 'unnamed'} MoE architecture) is not available yet in "
+                f"aisim; MoE models with GQA attention priced so far: Qwen3 MoE, Mixtral, "
+                "MiniMax-M2 (fixed or polynomial timing works for any model)"
+            )
+        return
     if not is_moe_model(model) and model.model_type not in DENSE_MODEL_TYPES:
         raise NotAvailableError(
             f"{where}.timing: op-level timing for {model.model_id} ({model.model_type or 'MoE'} "
