@@ -37,6 +37,7 @@ SHIPPED = (
     "MiniMaxAI/MiniMax-M2.7",
     "nvidia/MiniMax-M2.5-NVFP4",
     "nvidia/MiniMax-M2.7-NVFP4",
+    "moonshotai/Kimi-K2-Instruct",
 )
 
 

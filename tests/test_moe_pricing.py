@@ -257,3 +257,18 @@ def test_moe_architectures_outside_the_priced_graph_are_refused(
     assert res.exit_code == 2, res.output
     assert f"({name} MoE architecture) is not available yet" in res.output
     assert "Mixtral" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_kimi_k2_is_priced_on_vllm_and_refused_on_trtllm(tmp_path: Path) -> None:
+    golden = Path(__file__).parent / "golden" / "mla-kimi-k2-vllm-dp8-ep8" / "config.yaml"
+    text = golden.read_text().replace("requests: 128", "requests: 4")
+    for backend, version, code in (("vllm", "0.24.0", 0), ("trtllm", "1.3.0rc20", 2)):
+        cfg = tmp_path / f"{backend}.yaml"
+        cfg.write_text(
+            text.replace("backend: vllm", f"backend: {backend}").replace(
+                'backend_version: "0.24.0"', f'backend_version: "{version}"'
+            )
+        )
+        res = CliRunner().invoke(main, ["validate", "-c", str(cfg)])
+        assert res.exit_code == code, res.output
+    assert "Kimi-K2 on trtllm is not available yet in aisim; use backend vllm" in res.output
