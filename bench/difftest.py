@@ -45,7 +45,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from difftest_report import records_diff, write_summary
-from difftest_space import SPACE_VERSION, sample_case
+from difftest_space import sample_case, space_version
 
 DEFAULT_OUT = "/tmp/aisim-difftest"
 DEFAULT_AISIMULATE = "/work/oracle/bin/aisimulate"
@@ -92,10 +92,10 @@ def main() -> int:
         folder = out / "cases" / case_id
         if (folder / "result.json").exists() and not args.replay:
             old = json.loads((folder / "result.json").read_text())
-            if old.get("space_version") == SPACE_VERSION:
+            if old.get("space_version") == space_version(args.space):
                 return old, True
         if isinstance(what, int):
-            case = sample_case(args.seed, what)
+            case = sample_case(args.seed, what, args.space)
             result = run_case(
                 folder, case.config, case.files, case.tags, tools, capture=not args.no_capture
             )
@@ -105,7 +105,7 @@ def main() -> int:
             id=case_id,
             seed=args.seed if isinstance(what, int) else None,
             index=what if isinstance(what, int) else None,
-            space_version=SPACE_VERSION,
+            space_version=space_version(args.space),
         )
         (folder / "result.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
         return result, False
@@ -134,6 +134,12 @@ def _case_name(config: Path) -> str:
 def _parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=1, help="seed of the sampled space [1]")
+    p.add_argument(
+        "--space",
+        choices=("default", "models"),
+        default="default",
+        help="the model set: default (space 9) or models (Mixtral, MiniMax-M2.5, Kimi-K2)",
+    )
     p.add_argument("--count", type=int, default=300, help="cases to run (indices 0..N-1) [300]")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder [{DEFAULT_OUT}]")
     p.add_argument(
@@ -201,7 +207,7 @@ class Tools:
             self.aisimulate,
             "predict",
             "-c",
-            "config.yaml",
+            "oracle.yaml" if (folder / "oracle.yaml").exists() else "config.yaml",
             "--output-dir",
             out,
             "--overwrite",
@@ -267,6 +273,7 @@ def run_case(
     )
     for name, text in files.items():
         (folder / name).write_text(text)
+    _oracle_model_folder(folder, config)
     a = tools.aisim(folder, "aisim-out", capture=False)
     b = tools.oracle(folder, "oracle-out", capture=False)
     result = {"tags": tags, "aisim": _status(a, aisim=True), "oracle": _status(b, aisim=False)}
@@ -289,6 +296,36 @@ def run_case(
         result["requests"] = {k: v for k, v in diff.items() if k != "text"}
         result["capture_seconds"] = [ca["seconds"], cb["seconds"]]
     return result
+
+
+# models AISimulate resolves by id only online: it is given a folder holding the same
+# config.json (and hf_quant_config.json) aisim ships
+_DATA_MODELS = Path(__file__).resolve().parents[1] / "data" / "models"
+ORACLE_FOLDER_MODELS = (
+    "mistralai/Mixtral-8x7B-v0.1",
+    "mistralai/Mixtral-8x22B-v0.1",
+    "MiniMaxAI/MiniMax-M2.5",
+    "nvidia/MiniMax-M2.5-NVFP4",
+    "moonshotai/Kimi-K2-Instruct",
+)
+
+
+def _oracle_model_folder(folder: Path, config: dict) -> None:
+    model = config.get("engine", {}).get("model")
+    if model not in ORACLE_FOLDER_MODELS:
+        return
+    stem = model.replace("/", "--")
+    local = folder / "oracle-model"
+    local.mkdir()
+    shutil.copy(_DATA_MODELS / f"{stem}_config.json", local / "config.json")
+    quant = _DATA_MODELS / f"{stem}_hf_quant_config.json"
+    if quant.exists():
+        shutil.copy(quant, local / "hf_quant_config.json")
+    oracle = json.loads(json.dumps(config))
+    oracle["engine"]["model"] = str(local)
+    (folder / "oracle.yaml").write_text(
+        yaml.safe_dump(oracle, sort_keys=False, default_flow_style=None, width=100)
+    )
 
 
 def _status(run: dict, aisim: bool) -> dict:

@@ -70,6 +70,64 @@ MOE_SPLITS = {
         (4, 2, 1, 8, 1),
     ],
 }
+# the model-family space (--space models): the MoE families priced since space 9
+MOE_SPLITS.update(
+    {
+        "mistralai/Mixtral-8x7B-v0.1": [
+            (4, 1, 1, 4, 1),
+            (2, 1, 1, 2, 1),
+            (8, 1, 1, 8, 1),
+            (1, 4, 1, 4, 1),
+            (2, 2, 1, 4, 1),
+            (1, 8, 1, 8, 1),
+            (2, 1, 2, 1, 1),
+        ],
+        "mistralai/Mixtral-8x22B-v0.1": [(8, 1, 1, 8, 1), (4, 1, 1, 4, 1), (4, 2, 1, 8, 1)],
+        "MiniMaxAI/MiniMax-M2.5": [
+            (4, 1, 1, 4, 1),
+            (8, 1, 1, 8, 1),
+            (1, 8, 1, 8, 1),
+            (2, 2, 1, 4, 1),
+            (4, 2, 1, 8, 1),
+        ],
+        "moonshotai/Kimi-K2-Instruct": [
+            (1, 8, 1, 8, 1),
+            (2, 4, 1, 8, 1),
+            (8, 1, 1, 8, 1),
+            (4, 2, 1, 8, 1),
+        ],
+    }
+)
+MODEL_SPACES = {
+    "default": {
+        "Qwen/Qwen3-0.6B": 0.12,
+        "Qwen/Qwen3-8B": 0.22,
+        "Qwen/Qwen3-32B": 0.26,
+        "Qwen/Qwen3-30B-A3B": 0.12,
+        "Qwen/Qwen3-235B-A22B": 0.07,
+        "deepseek-ai/DeepSeek-V3": 0.08,
+        "deepseek-ai/DeepSeek-R1": 0.04,
+        "deepseek-ai/DeepSeek-V3.2": 0.09,
+    },
+    "models": {
+        "mistralai/Mixtral-8x7B-v0.1": 0.35,
+        "mistralai/Mixtral-8x22B-v0.1": 0.15,
+        "MiniMaxAI/MiniMax-M2.5": 0.3,
+        "moonshotai/Kimi-K2-Instruct": 0.2,
+    },
+}
+MLA_MODELS = (
+    "deepseek-ai/DeepSeek-V3",
+    "deepseek-ai/DeepSeek-R1",
+    "deepseek-ai/DeepSeek-V3.2",
+    "moonshotai/Kimi-K2-Instruct",
+)
+"""MLA models: fp8_block GPUs only, no quantized variants drawn (a documented refusal)."""
+FP8_BLOCK_MODELS = (*MLA_MODELS, "MiniMaxAI/MiniMax-M2.5")
+"""Block-fp8 checkpoints: only the GPUs whose tables hold fp8_block GEMMs."""
+VLLM_ONLY_MODELS = ("moonshotai/Kimi-K2-Instruct",)
+"""Priced on vLLM only (aisim refuses TRT-LLM): drawn with backend vllm."""
+
 # the GPUs with silicon tables: b200_sxm half the time, the others share the rest
 HARDWARE = {
     "b200_sxm": 0.5,
@@ -90,6 +148,7 @@ QUANTIZED_CHECKPOINTS = {
         "Qwen/Qwen3-235B-A22B-FP8": 0.5,
         "nvidia/Qwen3-235B-A22B-NVFP4": 0.5,
     },
+    "MiniMaxAI/MiniMax-M2.5": {"nvidia/MiniMax-M2.5-NVFP4": 1.0},
 }
 """Shipped block-fp8 / per-tensor fp8 / NVFP4 checkpoints of the sampled models (data/models)."""
 NVFP4_GPUS = ("b200_sxm", "b300_sxm", "gb200", "gb300", "rtx_pro_6000_server")
@@ -105,6 +164,8 @@ WEIGHTS_GB = {
     "Qwen/Qwen3-0.6B": 1.2, "Qwen/Qwen3-8B": 16.4, "Qwen/Qwen3-32B": 65.5,
     "Qwen/Qwen3-30B-A3B": 61, "Qwen/Qwen3-235B-A22B": 470, "deepseek-ai/DeepSeek-V3": 690,
     "deepseek-ai/DeepSeek-R1": 690, "deepseek-ai/DeepSeek-V3.2": 690,
+    "mistralai/Mixtral-8x7B-v0.1": 94, "mistralai/Mixtral-8x22B-v0.1": 282,
+    "MiniMaxAI/MiniMax-M2.5": 230, "moonshotai/Kimi-K2-Instruct": 1030,
 }  # fmt: skip
 
 
@@ -160,30 +221,26 @@ class _Workload:
     trace: bool
 
 
-def sample_case(seed: int, index: int) -> Case:
-    """The index-th case of the run seeded ``seed`` (independent of every other index)."""
-    d = _Draw(random.Random(f"difftest:{SPACE_VERSION}:{seed}:{index}"))
+def space_version(space: str = "default") -> str:
+    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}"
+
+
+def sample_case(seed: int, index: int, space: str = "default") -> Case:
+    """The index-th case of the run seeded ``seed`` (independent of every other index);
+    `space` names the model set (MODEL_SPACES), the rest of the space is shared."""
+    d = _Draw(random.Random(f"difftest:{space_version(space)}:{seed}:{index}"))
     tags: list[str] = []
     mode = d.pick({"aggregated": 0.65, "disaggregated": 0.35})
     backend = d.pick({"vllm": 0.65, "trtllm": 0.35})
-    model = d.pick(
-        {
-            "Qwen/Qwen3-0.6B": 0.12,
-            "Qwen/Qwen3-8B": 0.22,
-            "Qwen/Qwen3-32B": 0.26,
-            "Qwen/Qwen3-30B-A3B": 0.12,
-            "Qwen/Qwen3-235B-A22B": 0.07,
-            "deepseek-ai/DeepSeek-V3": 0.08,
-            "deepseek-ai/DeepSeek-R1": 0.04,
-            "deepseek-ai/DeepSeek-V3.2": 0.09,
-        }
-    )
+    model = d.pick(MODEL_SPACES[space])
+    if model in VLLM_ONLY_MODELS:
+        backend = "vllm"
     moe = model not in DENSE
     tags += [
         backend,
         "pd" if mode == "disaggregated" else "agg",
         "model:" + model.split("/")[1],
-        "family:" + ("dense" if not moe else "mla" if "deepseek" in model else "moe"),
+        "family:" + ("dense" if not moe else "mla" if model in MLA_MODELS else "moe"),
     ]
     # native MTP needs op-level timing in every role (AISimulate rejects it otherwise); in P/D it
     # is a documented refusal of aisim, so only a few P/D cases ask for it
@@ -191,7 +248,11 @@ def sample_case(seed: int, index: int) -> Case:
     timing_kind = "op" if mtp else d.pick({"fixed": 0.5, "polynomial": 0.1, "op": 0.4})
     tags.append("timing:" + timing_kind)
     hardware = d.pick(
-        {hw: w for hw, w in HARDWARE.items() if "deepseek" not in model or hw in FP8_BLOCK_GPUS}
+        {
+            hw: w
+            for hw, w in HARDWARE.items()
+            if model not in FP8_BLOCK_MODELS or hw in FP8_BLOCK_GPUS
+        }
     )
     if hardware == "b60":  # vLLM only, dense models, at most 4 cards a group (its measured ones)
         backend = "vllm"
@@ -266,7 +327,7 @@ def _precision(d: _Draw, tags: list[str], engine: dict, model: str, hw: str, tim
 
     Drawn last, so the deployment is sized for the BF16 weights (the memory model's capacity
     then has more room, never less). MLA models take neither (a documented refusal)."""
-    if "deepseek" in model or not d.chance(0.25):
+    if model in MLA_MODELS or not d.chance(0.25):
         return
     checkpoints = dict(QUANTIZED_CHECKPOINTS.get(model, {}))
     if hw not in NVFP4_GPUS:
@@ -565,6 +626,9 @@ def _kv_bytes(model: str, par: dict) -> int:
         "Qwen/Qwen3-32B": 8 * 128 * 2 * 2,
         "Qwen/Qwen3-30B-A3B": 4 * 128 * 2 * 2,
         "Qwen/Qwen3-235B-A22B": 4 * 128 * 2 * 2,
+        "mistralai/Mixtral-8x7B-v0.1": 8 * 128 * 2 * 2,
+        "mistralai/Mixtral-8x22B-v0.1": 8 * 128 * 2 * 2,
+        "MiniMaxAI/MiniMax-M2.5": 8 * 128 * 2 * 2,
     }.get(model, 656)
     layers = {
         "Qwen/Qwen3-0.6B": 28,
@@ -572,6 +636,9 @@ def _kv_bytes(model: str, par: dict) -> int:
         "Qwen/Qwen3-32B": 64,
         "Qwen/Qwen3-30B-A3B": 48,
         "Qwen/Qwen3-235B-A22B": 94,
+        "mistralai/Mixtral-8x7B-v0.1": 32,
+        "mistralai/Mixtral-8x22B-v0.1": 56,
+        "MiniMaxAI/MiniMax-M2.5": 62,
     }.get(model, 61)
     return max(1, per_layer * layers // max(1, par.get("tensor", 1)))
 
