@@ -328,6 +328,16 @@ def compare(run_dir: Path, measured_path: Path) -> dict:
         )
     pcts = _measured_percentiles(meas)
     predicted, notes = _predicted(pred, reqs, pcts)
+    bench_path = run_dir / "vllm_bench.json"
+    if bench_path.is_file():
+        # written by predict --format vllm-bench: vLLM's own definitions (ITL over streamed
+        # chunks included), so it replaces the prediction.json figures it covers
+        bench = _load_json(bench_path, "vllm bench result of the prediction")
+        for key, value in bench.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                if key in predicted or key.endswith("_ms"):
+                    predicted[key] = value
+                    notes.pop(key, None)
     rows = []
     keys = [(k, u) for k, u in SUMMARY_ROWS]
     for m in vb.METRICS:

@@ -119,3 +119,20 @@ def _errors(doc):
     for row in doc["metrics"]:
         if row.get("relative_error") is not None and row["metric"] != "max_concurrent_requests":
             yield row["relative_error"]
+
+
+def test_compare_reads_the_runs_own_vllm_bench_file(tmp_path: Path) -> None:
+    """Without per-request records the run folder's vllm_bench.json (vLLM's definitions)
+    stands in for prediction.json's nearest-rank and per-token ITL figures."""
+    out = tmp_path / "run"
+    res = _cli(tmp_path, "predict", "-c", "CFG", "-o", str(out), "--format", "vllm-bench")
+    assert res.exit_code == 0, res.output
+    assert not (out / "requests.jsonl").exists()
+    res = _cli(tmp_path, "compare", str(out), str(out / "vllm_bench.json"), "--format", "json")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["metrics"]
+    assert {r["metric"] for r in rows} >= {"p99_itl_ms", "median_ttft_ms", "duration"}
+    for row in rows:
+        if row["metric"] != "max_concurrent_requests":
+            assert row["relative_error"] in (0.0, -0.0, None), row
+            assert row["note"] is None, row
