@@ -105,8 +105,9 @@ def batch_table(paths: list[Path], records: list[dict], overrides: tuple[str, ..
     import pyarrow as pa
 
     from aisim.output.schema import column, table_metadata
-    from aisim.output.summary import summary_field, summary_values
+    from aisim.output.summary import summary_values
     from aisim.sweeps.run import _version
+    from aisim.sweeps.table import summary_columns
 
     fields = [
         column("config_index", pa.int64(), "index", "position in the -c order", False),
@@ -121,13 +122,8 @@ def batch_table(paths: list[Path], records: list[dict], overrides: tuple[str, ..
             "hash of the deterministic prediction fields (as aisim predict prints)",
         ),
     ]
-    summary_cols: dict[str, pa.Field] = {}
-    for rec in records:
-        if rec["prediction"] is not None:
-            for name, value in summary_values(rec["prediction"]).items():
-                if name not in summary_cols:
-                    summary_cols[name] = summary_field(name, value, always_nullable=True)
-    fields += [summary_cols[n] for n in sorted(summary_cols)]
+    summary_cols = summary_columns(records)
+    fields += list(summary_cols.values())
     cols: dict[str, list] = {f.name: [] for f in fields}
     for index, (path, rec) in enumerate(zip(paths, records, strict=True)):
         cols["config_index"].append(index)

@@ -34,6 +34,18 @@ def _swept_value(v, typ: pa.DataType):
     return v
 
 
+def summary_columns(records: list[dict]) -> dict[str, pa.Field]:
+    """The summary fields any successful record has, by name (sorted), each nullable: one
+    table holds failed points too."""
+    cols: dict[str, pa.Field] = {}
+    for rec in records:
+        if rec["prediction"] is not None:
+            for name, value in summary_values(rec["prediction"]).items():
+                if name not in cols:
+                    cols[name] = summary_field(name, value, always_nullable=True)
+    return {n: cols[n] for n in sorted(cols)}
+
+
 def sweep_table(points, records: list[dict], base_sha256: str, meta: dict) -> pa.Table:
     """Points (aisim.sweeps.grid.Point) and their records, in point order -> the sweep table."""
     keys = [k for k, _ in points[0].values] if points else []
@@ -63,13 +75,8 @@ def sweep_table(points, records: list[dict], base_sha256: str, meta: dict) -> pa
             "hash of the point's deterministic prediction fields (as aisim predict prints)",
         ),
     ]
-    summary_cols: dict[str, pa.Field] = {}
-    for rec in records:
-        if rec["prediction"] is not None:
-            for name, value in summary_values(rec["prediction"]).items():
-                if name not in summary_cols:
-                    summary_cols[name] = summary_field(name, value, always_nullable=True)
-    fields += [summary_cols[n] for n in sorted(summary_cols)]
+    summary_cols = summary_columns(records)
+    fields += list(summary_cols.values())
     schema = pa.schema(fields)
     cols: dict[str, list] = {f.name: [] for f in fields}
     for p, rec in zip(points, records, strict=True):
