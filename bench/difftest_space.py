@@ -125,8 +125,9 @@ MLA_MODELS = (
 """MLA models: fp8_block GPUs only, no quantized variants drawn (a documented refusal)."""
 FP8_BLOCK_MODELS = (*MLA_MODELS, "MiniMaxAI/MiniMax-M2.5")
 """Block-fp8 checkpoints: only the GPUs whose tables hold fp8_block GEMMs."""
-VLLM_ONLY_MODELS = ("moonshotai/Kimi-K2-Instruct",)
-"""Priced on vLLM only (aisim refuses TRT-LLM): drawn with backend vllm."""
+VLLM_ONLY_MODELS: tuple[str, ...] = ()
+"""Models priced on vLLM only, drawn with backend vllm (run R drew Kimi-K2 so, before its
+TRT-LLM rule was found: rerun it with Kimi-K2 here to reproduce it)."""
 
 # the GPUs with silicon tables: b200_sxm half the time, the others share the rest
 HARDWARE = {
@@ -222,7 +223,8 @@ class _Workload:
 
 
 def space_version(space: str = "default") -> str:
-    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}"
+    # models2: Kimi-K2 on both backends
+    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}2"
 
 
 def sample_case(seed: int, index: int, space: str = "default") -> Case:

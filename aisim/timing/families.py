@@ -110,11 +110,4 @@ def build_plan(
             f"{model.model_type!r} has no attention module tables; MLA models priced so far: "
             f"{', '.join(_DEEPSEEK)}"
         )
-    if model.model_type == KIMI_K2 and deployment.backend != "vllm":
-        # AISimulate's TRT-LLM prefill of a 64-head MLA model differs from the composed
-        # DeepSeek block (mean TTFT 4 % apart at ADP8); not found yet
-        raise NotAvailableError(
-            f"op-level timing for {deployment.where(model.model_id)}: Kimi-K2 on "
-            f"{deployment.backend} is not available yet in aisim; use backend vllm"
-        )
     return _DEEPSEEK[model.model_type](model, tables, system, deployment)

@@ -49,6 +49,7 @@ MODEL_TYPE = "deepseek_v3"
 CONTEXT_MODULE = "mla_context_module"
 GENERATION_MODULE = "mla_generation_module"
 MODULE_MODEL = "deepseek-ai/DeepSeek-V3"  # the module tables' key for the family's rows
+KERNEL_TABLE_HEADS = 128  # AISimulate keys the TRT-LLM context MLA kernel at DeepSeek's heads
 
 
 def build_deepseek_mla_plan(
@@ -73,10 +74,13 @@ def build_deepseek_mla_plan(
     # MLA context runs as MHA over the decompressed k / v; its SOL is linear in d, only its
     # ratios are used
     if trtllm:
+        # the context MLA kernel is read at DeepSeek-V3's 128 heads over t whatever the
+        # model's own count (Kimi-K2 has 64); its GEMMs keep the model's heads
         par = attention_par(
             heads, qk, kv_bytes, system.tensor_flops(dtypes.kv), system.mem_bw, mha=True
         )
-        context = context_mla_slice(tables, dtypes.kv, heads, par, where)
+        read = KERNEL_TABLE_HEADS // t
+        context = context_mla_slice(tables, dtypes.kv, heads, par, where, read_heads=read)
         sub_ops = [
             OpRow("context", op.name, KP.OP_GEMM_TOKENS, op.name, 0.0, 1.0) for op in block_gemms
         ]

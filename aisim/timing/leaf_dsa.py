@@ -177,10 +177,17 @@ def mla_context_module_slice(tables: Tables, family: str, key: dict, par: np.nda
 
 
 def context_mla_slice(
-    tables: Tables, kv_dtype: str, heads: int, par: np.ndarray, where: str
+    tables: Tables,
+    kv_dtype: str,
+    heads: int,
+    par: np.ndarray,
+    where: str,
+    read_heads: int | None = None,
 ) -> GridSlice:
     """TRT-LLM's context MLA kernel (`context_mla` table, key mla_dtype = kv_cache_dtype) as a
-    context-attention slice (heads, seq, batch); no load-time SOL clamp."""
+    context-attention slice (heads, seq, batch); no load-time SOL clamp. With `read_heads`
+    (a model whose kernel rows are read at another head count) the slice holds only those
+    rows, labelled `heads`, so a query at the model's heads reads them."""
     slice_text = f"context_mla mla_dtype={kv_dtype} kv_cache_dtype={kv_dtype}"
     if "context_mla" not in tables:
         raise OpTableError(
@@ -191,12 +198,16 @@ def context_mla_slice(
     c = ordered_rows(tables["context_mla"])
     mask = (c["mla_dtype"] == kv_dtype) & (c["kv_cache_dtype"] == kv_dtype) & (c["step"] == 0)
     idx = np.nonzero(mask)[0]
-    if idx.size == 0 or not np.any(c["num_heads"][idx] == heads):
+    lookup = heads if read_heads is None else read_heads
+    if idx.size == 0 or not np.any(c["num_heads"][idx] == lookup):
         raise OpTableError(
             "context_mla_block",
-            f"{slice_text} num_heads={heads}",
+            f"{slice_text} num_heads={lookup}",
             f"context MLA perf data missing for {where}",
         )
+    if read_heads is not None and read_heads != heads:
+        idx = idx[c["num_heads"][idx] == read_heads]
+        c = {**c, "num_heads": np.where(c["num_heads"] == read_heads, heads, c["num_heads"])}
     return _heads_seq_batch_slice(c, idx, par)
 
 
