@@ -1,0 +1,61 @@
+"""The model sets of the differential test's spaces (bench/difftest_space.py): which models each
+space draws, their parallel splits, and the per-model limits the sampler keeps to."""
+
+from __future__ import annotations
+
+# the model-family space (--space models): the MoE families priced since space 9
+MODEL_SPACE_SPLITS = {
+    "mistralai/Mixtral-8x7B-v0.1": [
+        (4, 1, 1, 4, 1),
+        (2, 1, 1, 2, 1),
+        (8, 1, 1, 8, 1),
+        (1, 4, 1, 4, 1),
+        (2, 2, 1, 4, 1),
+        (1, 8, 1, 8, 1),
+        (2, 1, 2, 1, 1),
+    ],
+    "mistralai/Mixtral-8x22B-v0.1": [(8, 1, 1, 8, 1), (4, 1, 1, 4, 1), (4, 2, 1, 8, 1)],
+    "MiniMaxAI/MiniMax-M2.5": [
+        (4, 1, 1, 4, 1),
+        (8, 1, 1, 8, 1),
+        (1, 8, 1, 8, 1),
+        (2, 2, 1, 4, 1),
+        (4, 2, 1, 8, 1),
+    ],
+    "moonshotai/Kimi-K2-Instruct": [
+        (1, 8, 1, 8, 1),
+        (2, 4, 1, 8, 1),
+        (8, 1, 1, 8, 1),
+        (4, 2, 1, 8, 1),
+    ],
+}
+MODEL_SPACES = {
+    "default": {
+        "Qwen/Qwen3-0.6B": 0.12,
+        "Qwen/Qwen3-8B": 0.22,
+        "Qwen/Qwen3-32B": 0.26,
+        "Qwen/Qwen3-30B-A3B": 0.12,
+        "Qwen/Qwen3-235B-A22B": 0.07,
+        "deepseek-ai/DeepSeek-V3": 0.08,
+        "deepseek-ai/DeepSeek-R1": 0.04,
+        "deepseek-ai/DeepSeek-V3.2": 0.09,
+    },
+    "models": {
+        "mistralai/Mixtral-8x7B-v0.1": 0.35,
+        "mistralai/Mixtral-8x22B-v0.1": 0.15,
+        "MiniMaxAI/MiniMax-M2.5": 0.3,
+        "moonshotai/Kimi-K2-Instruct": 0.2,
+    },
+}
+MLA_MODELS = (
+    "deepseek-ai/DeepSeek-V3",
+    "deepseek-ai/DeepSeek-R1",
+    "deepseek-ai/DeepSeek-V3.2",
+    "moonshotai/Kimi-K2-Instruct",
+)
+"""MLA models: fp8_block GPUs only, no quantized variants drawn (a documented refusal)."""
+FP8_BLOCK_MODELS = (*MLA_MODELS, "MiniMaxAI/MiniMax-M2.5")
+"""Block-fp8 checkpoints: only the GPUs whose tables hold fp8_block GEMMs."""
+VLLM_ONLY_MODELS: tuple[str, ...] = ()
+"""Models priced on vLLM only, drawn with backend vllm (run R drew Kimi-K2 so, before its
+TRT-LLM rule was found: rerun it with Kimi-K2 here to reproduce it)."""
