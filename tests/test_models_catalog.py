@@ -38,6 +38,8 @@ SHIPPED = (
     "nvidia/MiniMax-M2.5-NVFP4",
     "nvidia/MiniMax-M2.7-NVFP4",
     "moonshotai/Kimi-K2-Instruct",
+    "zai-org/GLM-5-FP8",
+    "zai-org/GLM-5.1-FP8",
 )
 
 

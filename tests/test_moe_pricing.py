@@ -271,3 +271,31 @@ def test_kimi_k2_trtllm_context_mla_block_reads_deepseeks_kernel_rows() -> None:
     assert res.exit_code == 0, res.output
     ops = {op["op"]: op["ms"] for op in json.loads(res.stdout)["passes"][0]["ops"]}
     assert ops["context_mla_block"] == pytest.approx(13.612451633245318, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        ({"backend": "trtllm"}, "GLM-5 on trtllm is not available yet in aisim; use backend vllm"),
+        ({"bf16": True}, "GLM-5 with bfloat16 weights is not available yet in aisim"),
+    ],
+)
+def test_glm5_outside_its_checked_corner_is_refused(tmp_path: Path, edit, words: str) -> None:
+    golden = Path(__file__).parent / "golden" / "dsa-glm5-fp8-vllm-dp8-ep8" / "config.yaml"
+    text = golden.read_text()
+    if edit.get("backend"):
+        text = text.replace("backend: vllm", "backend: trtllm").replace(
+            'backend_version: "0.24.0"', 'backend_version: "1.3.0rc20"'
+        )
+    if edit.get("bf16"):
+        raw = json.loads(
+            (Path(__file__).parents[1] / "data/models/zai-org--GLM-5-FP8_config.json").read_text()
+        )
+        raw.pop("quantization_config")
+        (tmp_path / "config.json").write_text(json.dumps(raw))
+        text = text.replace("zai-org/GLM-5-FP8", str(tmp_path / "config.json"))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    res = CliRunner().invoke(main, ["validate", "-c", str(cfg)])
+    assert res.exit_code == 2, res.output
+    assert words in res.output

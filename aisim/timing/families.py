@@ -26,6 +26,8 @@ _DEEPSEEK = {
 }
 KIMI_K2 = "kimi_k2"  # DeepseekV3ForCausalLM with 64 heads and 384 experts: the V3 plan
 _DEEPSEEK[KIMI_K2] = family_deepseek_mla.build_deepseek_mla_plan
+GLM_DSA = "glm_moe_dsa"  # GLM-5: DeepSeek-V3.2's DSA layers, its own module-table rows
+_DEEPSEEK[GLM_DSA] = family_deepseek_dsa.build_deepseek_dsa_plan
 
 
 def is_moe_model(model: ModelArch) -> bool:
@@ -109,5 +111,20 @@ def build_plan(
             f"op-level timing for {deployment.where(model.model_id)}: model type "
             f"{model.model_type!r} has no attention module tables; MLA models priced so far: "
             f"{', '.join(_DEEPSEEK)}"
+        )
+    if model.model_type == GLM_DSA and model.weight_quant != "fp8_block":
+        # bf16 GLM-5 reads the DSA module rows within 3e-6 of AISimulate at TP8 (exact at
+        # attention-DP 8); not found yet
+        raise NotAvailableError(
+            f"op-level timing for {deployment.where(model.model_id)}: GLM-5 with "
+            f"{model.weight_quant or 'bfloat16'} weights is not available yet in aisim; use "
+            "a block-fp8 checkpoint (zai-org/GLM-5-FP8, zai-org/GLM-5.1-FP8)"
+        )
+    if model.model_type == GLM_DSA and deployment.backend != "vllm":
+        # AISimulate's TRT-LLM prefill of GLM-5 is not the V3.2 plan's (mean TTFT 8 % apart at
+        # attention-DP 8); not found yet
+        raise NotAvailableError(
+            f"op-level timing for {deployment.where(model.model_id)}: GLM-5 on "
+            f"{deployment.backend} is not available yet in aisim; use backend vllm"
         )
     return _DEEPSEEK[model.model_type](model, tables, system, deployment)

@@ -26,6 +26,8 @@ MODEL_TYPE = "deepseek_v32"
 CONTEXT_MODULE = "dsa_context_module"
 GENERATION_MODULE = "dsa_generation_module"
 ARCHITECTURE = "DeepseekV32ForCausalLM"  # the module tables' key for the model's rows
+# other DSA models keyed by their own architecture in the module tables
+ARCHITECTURES = {MODEL_TYPE: ARCHITECTURE, "glm_moe_dsa": "GlmMoeDsaForCausalLM"}
 SHARED_EXPERT_TP = 1
 
 
@@ -38,7 +40,7 @@ def build_deepseek_dsa_plan(
     heads = model.num_attention_heads // deployment.tensor
     dtypes = DeepSeekDtypes.of(model)
     gemms = deepseek_gemms(model, tables, system, deployment, SHARED_EXPERT_TP, [])
-    key = module_key(model, "architecture", ARCHITECTURE, dtypes.gemm, dtypes.kv)
+    key = module_key(model, "architecture", ARCHITECTURES[model.model_type], dtypes.gemm, dtypes.kv)
     par = dsa_module_par(model, heads, dtypes.gemm, dtypes.kv, system)
     context = module_slice(tables, CONTEXT_MODULE, key, heads, par, where)
     generation = module_slice(tables, GENERATION_MODULE, key, heads, par.copy(), where)
