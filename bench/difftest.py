@@ -138,7 +138,7 @@ def _parse_args() -> argparse.Namespace:
         "--space",
         choices=("default", "models"),
         default="default",
-        help="the model set: default (space 9) or models (Mixtral, MiniMax-M2.5, Kimi-K2)",
+        help="the model set: default (space 9) or models (Mixtral, MiniMax-M2.5, Kimi-K2, GLM-5)",
     )
     p.add_argument("--count", type=int, default=300, help="cases to run (indices 0..N-1) [300]")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder [{DEFAULT_OUT}]")
@@ -307,6 +307,7 @@ ORACLE_FOLDER_MODELS = (
     "MiniMaxAI/MiniMax-M2.5",
     "nvidia/MiniMax-M2.5-NVFP4",
     "moonshotai/Kimi-K2-Instruct",
+    "zai-org/GLM-5-FP8",
 )
 
 

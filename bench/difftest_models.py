@@ -22,6 +22,7 @@ MODEL_SPACE_SPLITS = {
         (2, 2, 1, 4, 1),
         (4, 2, 1, 8, 1),
     ],
+    "zai-org/GLM-5-FP8": [(1, 8, 1, 8, 1), (2, 4, 1, 8, 1), (8, 1, 1, 8, 1), (4, 2, 1, 8, 1)],
     "moonshotai/Kimi-K2-Instruct": [
         (1, 8, 1, 8, 1),
         (2, 4, 1, 8, 1),
@@ -45,6 +46,7 @@ MODEL_SPACES = {
         "mistralai/Mixtral-8x22B-v0.1": 0.15,
         "MiniMaxAI/MiniMax-M2.5": 0.3,
         "moonshotai/Kimi-K2-Instruct": 0.2,
+        "zai-org/GLM-5-FP8": 0.15,
     },
 }
 MLA_MODELS = (
@@ -52,10 +54,11 @@ MLA_MODELS = (
     "deepseek-ai/DeepSeek-R1",
     "deepseek-ai/DeepSeek-V3.2",
     "moonshotai/Kimi-K2-Instruct",
+    "zai-org/GLM-5-FP8",
 )
 """MLA models: fp8_block GPUs only, no quantized variants drawn (a documented refusal)."""
 FP8_BLOCK_MODELS = (*MLA_MODELS, "MiniMaxAI/MiniMax-M2.5")
 """Block-fp8 checkpoints: only the GPUs whose tables hold fp8_block GEMMs."""
-VLLM_ONLY_MODELS: tuple[str, ...] = ()
+VLLM_ONLY_MODELS = ("zai-org/GLM-5-FP8",)
 """Models priced on vLLM only, drawn with backend vllm (run R drew Kimi-K2 so, before its
-TRT-LLM rule was found: rerun it with Kimi-K2 here to reproduce it)."""
+TRT-LLM rule was found)."""

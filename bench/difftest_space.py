@@ -118,6 +118,7 @@ WEIGHTS_GB = {
     "deepseek-ai/DeepSeek-R1": 690, "deepseek-ai/DeepSeek-V3.2": 690,
     "mistralai/Mixtral-8x7B-v0.1": 94, "mistralai/Mixtral-8x22B-v0.1": 282,
     "MiniMaxAI/MiniMax-M2.5": 230, "moonshotai/Kimi-K2-Instruct": 1030,
+    "zai-org/GLM-5-FP8": 760,
 }  # fmt: skip
 
 
@@ -174,8 +175,8 @@ class _Workload:
 
 
 def space_version(space: str = "default") -> str:
-    # models2: Kimi-K2 on both backends
-    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}2"
+    # models2: Kimi-K2 on both backends; models3: GLM-5-FP8 added
+    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}3"
 
 
 def sample_case(seed: int, index: int, space: str = "default") -> Case:
