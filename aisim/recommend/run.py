@@ -183,9 +183,8 @@ class _Runner:
     def simulate(self, runnable, fraction: float, deadline=None, longest_first=True) -> dict:
         """candidate id -> ledger entry of each candidate that ran."""
         from aisim.recommend import ledger
-        from aisim.sweeps.run import RunLimits, _finished, execute
+        from aisim.sweeps.run import RunLimits, execute, run_cost, split_finished
 
-        records: dict[str, dict] = {}
         tasks, by_pid = [], {}
         for cid, cand, raw, details in runnable:
             conf = raw if fraction == 1.0 else _shortened(raw, fraction)
@@ -202,13 +201,11 @@ class _Runner:
                 "capture_requests": False,
                 "config": conf,
                 "config_sha256": ledger.config_digest(path),
-                "cost": _cost(conf),
+                "cost": run_cost(conf),
             }
-            done = _finished(self.out_dir, pid)  # resume: finished by an interrupted run
-            if done is not None:
-                records[pid] = done
-            else:
-                tasks.append(task)
+            tasks.append(task)
+        # resume: the candidates an interrupted run finished
+        records, tasks = split_finished(self.out_dir, tasks)
         if longest_first:
             tasks.sort(key=lambda t: -t["cost"])  # the cores stay busy to the end
         if self.progress is not None:
@@ -296,14 +293,6 @@ def _best(target: str, entries: list[dict], keep: int) -> list[str]:
         if len(ids) == keep:
             break
     return ids
-
-
-def _cost(raw: dict) -> float:
-    """A rough relative run time (passes grow with requests over concurrency per replica)."""
-    traffic = raw["traffic"]
-    n = float((traffic.get("stop") or {}).get("requests") or 1)
-    conc = (traffic.get("load") or {}).get("concurrency")
-    return n / max(1.0, float(conc)) if conc else n / 64.0
 
 
 def _refuse_unpriceable(spec: RecommendSpec, cands: list[Candidate]) -> None:

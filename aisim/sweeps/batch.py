@@ -69,20 +69,12 @@ def run_batch(
 ):
     """Run every config not already finished in out_dir; returns the batch table (pyarrow)."""
     from aisim.prediction import config_sha256
-    from aisim.sweeps.run import _finished, execute
+    from aisim.sweeps.run import execute, split_finished
 
-    records: dict[str, dict] = {}
-    tasks, pids = [], []
-    skipped = 0
-    for index, path in enumerate(paths):
-        pid = point_id(path, config_sha256(str(path), overrides))
-        pids.append(pid)
-        done = _finished(out_dir, pid) if out_dir is not None else None
-        if done is not None:
-            records[pid] = done
-            skipped += 1
-            continue
-        tasks.append(
+    pids = [point_id(path, config_sha256(str(path), overrides)) for path in paths]
+    records, tasks = split_finished(
+        out_dir,
+        [
             {
                 "base": str(path),
                 "base_overrides": list(overrides),
@@ -91,7 +83,10 @@ def run_batch(
                 "index": index,
                 "capture_requests": capture_requests,
             }
-        )
+            for index, (path, pid) in enumerate(zip(paths, pids, strict=True))
+        ],
+    )
+    skipped = len(records)
     execute(tasks, out_dir, records, skipped, len(paths), jobs, executor, ray_address, progress)
     table = batch_table(paths, [records[p] for p in pids], overrides)
     if out_dir is not None:

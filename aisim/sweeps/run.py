@@ -42,13 +42,32 @@ def _cost_hints(tasks: list[dict]) -> list[float]:
             cfg = apply_overrides(
                 raws[t["base"]], tuple(t["base_overrides"]) + tuple(t["overrides"])
             )
-            traffic = cfg.get("traffic", {})
-            n = float((traffic.get("stop") or {}).get("requests") or 1)
-            conc = (traffic.get("load") or {}).get("concurrency")
-            hints.append(n / max(1.0, float(conc)) if conc else n / 64.0)
+            hints.append(run_cost(cfg))
         except Exception:
             hints.append(0.0)
     return hints
+
+
+def run_cost(raw: dict) -> float:
+    """A raw config's rough relative run time: passes grow with requests / the concurrency."""
+    traffic = raw.get("traffic") or {}
+    n = float((traffic.get("stop") or {}).get("requests") or 1)
+    conc = (traffic.get("load") or {}).get("concurrency")
+    return n / max(1.0, float(conc)) if conc else n / 64.0
+
+
+def split_finished(out_dir: Path | None, tasks: list[dict]) -> tuple[dict[str, dict], list[dict]]:
+    """The records of the tasks an earlier run finished in out_dir (its points/ resume
+    markers), and the tasks still to run."""
+    records: dict[str, dict] = {}
+    pending = []
+    for task in tasks:
+        done = _finished(out_dir, task["point_id"]) if out_dir is not None else None
+        if done is not None:
+            records[task["point_id"]] = done
+        else:
+            pending.append(task)
+    return records, pending
 
 
 def run_sweep(
@@ -70,26 +89,21 @@ def run_sweep(
     if not Path(base).is_file():
         raise AisimError(f"{base}: config file not found")
     base_sha = config_sha256(base, base_overrides)
-    records: dict[str, dict] = {}
-    tasks = []
-    skipped = 0
-    for p in points:
-        pid = p.point_id(base_sha)
-        done = _finished(out_dir, pid) if out_dir is not None else None
-        if done is not None:
-            records[pid] = done
-            skipped += 1
-            continue
-        tasks.append(
+    records, tasks = split_finished(
+        out_dir,
+        [
             {
                 "base": str(base),
                 "base_overrides": list(base_overrides),
                 "overrides": list(p.overrides),
-                "point_id": pid,
+                "point_id": p.point_id(base_sha),
                 "index": p.index,
                 "capture_requests": capture_requests,
             }
-        )
+            for p in points
+        ],
+    )
+    skipped = len(records)
     execute(tasks, out_dir, records, skipped, len(points), jobs, executor, ray_address, progress)
     ordered = [records[p.point_id(base_sha)] for p in points]
     meta = {
