@@ -25,9 +25,9 @@ from aisim.kernels.codes import (
 )
 
 PERCENTILES = (("median", 50), ("p75", 75), ("p90", 90), ("p95", 95), ("p99", 99))
-_ALPHA = 0.001
-_GAMMA = 1.0 + 2.0 * _ALPHA / (1.0 - _ALPHA)
-_LOG_GAMMA = math.log1p(2.0 * _ALPHA / (1.0 - _ALPHA))
+SKETCH_ALPHA = 0.001  # the DDSketch of kernels/tokstats.py: a sketched value is within 0.1 %
+_GAMMA = 1.0 + 2.0 * SKETCH_ALPHA / (1.0 - SKETCH_ALPHA)
+LOG_GAMMA = math.log1p(2.0 * SKETCH_ALPHA / (1.0 - SKETCH_ALPHA))
 STAT_KEYS = ("mean", "min", "max", "std", "median", "p75", "p90", "p95", "p99")
 STAT_NAMES = (
     "ttft_ms",
@@ -71,8 +71,9 @@ def _exact_stats(name: str, values: np.ndarray) -> dict:
     return out
 
 
-def _sketch_value(key: int) -> float:
-    return math.exp(key * _LOG_GAMMA) * (2.0 / (1.0 + _GAMMA))
+def sketch_value(key: int) -> float:
+    """The value a DDSketch key stands for (the middle of its bucket)."""
+    return math.exp(key * LOG_GAMMA) * (2.0 / (1.0 + _GAMMA))
 
 
 def _sketch_stats(name: str, acc: np.ndarray, cnt: np.ndarray, bins: np.ndarray) -> dict:
@@ -101,7 +102,7 @@ def _sketch_stats(name: str, acc: np.ndarray, cnt: np.ndarray, bins: np.ndarray)
             out[f"{key}_{name}"] = 0.0
             continue
         idx = int(np.searchsorted(cum, pos - zero, side="right"))
-        out[f"{key}_{name}"] = _sketch_value(int(nz[idx]) - SKETCH_OFFSET)
+        out[f"{key}_{name}"] = sketch_value(int(nz[idx]) - SKETCH_OFFSET)
     return out
 
 

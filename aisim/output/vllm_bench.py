@@ -28,6 +28,8 @@ from aisim.kernels.codes import (
     SKETCH_OFFSET,
     ReqStatus,
 )
+from aisim.metrics import LOG_GAMMA as _LOG_GAMMA  # noqa: F401  (tests build sketch keys)
+from aisim.metrics import SKETCH_ALPHA, sketch_value  # noqa: F401
 
 # vLLM's --percentile-metrics default for generative models, and every metric aisim can give
 DEFAULT_METRICS = ("ttft", "tpot", "itl")
@@ -40,10 +42,6 @@ _SECTIONS = {
     "e2el": ("E2EL", "End-to-end Latency"),
 }
 BACKEND = "aisim"  # no HTTP endpoint took part: a value no measured file carries
-# the DDSketch of kernels/tokstats.py: alpha 0.001, so every sketched gap is within 0.1 %
-SKETCH_ALPHA = 0.001
-_LOG_GAMMA = math.log1p(2.0 * SKETCH_ALPHA / (1.0 - SKETCH_ALPHA))
-_GAMMA = math.exp(_LOG_GAMMA)
 # the record fields a result reads (requests.jsonl keys and requests.parquet columns alike)
 RECORD_FIELDS = (
     "arrival_time_ms",
@@ -224,7 +222,7 @@ class ItlStats:
         nz = np.nonzero(self.bins)[0]
         cum = np.cumsum(self.bins[nz])
         key = int(nz[int(np.searchsorted(cum, k, side="right"))]) - SKETCH_OFFSET
-        value = math.exp(key * _LOG_GAMMA) * (2.0 / (1.0 + _GAMMA))
+        value = sketch_value(key)
         # the exact min is the positive minimum only when no gap was zero
         low = self.min_all if self.zeros == 0 else 0.0
         return min(max(value, low), self.max_all)
