@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 
 # TrackEvent.type
-SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
+SLICE_BEGIN, SLICE_END, INSTANT = 1, 2, 3  # (counters ride on slice begins: extra values)
 _SEQUENCE = 1  # every packet on one writer sequence
 _INCREMENTAL_STATE_CLEARED = 1
 
@@ -117,9 +117,6 @@ class PerfettoTrace:
 
     def instant(self, track: int, name: str, ns: int) -> None:
         self._event(ns, _uint(9, INSTANT) + _uint(11, track) + _text(23, name))
-
-    def counter(self, track: int, ns: int, value: float) -> None:
-        self._event(ns, _uint(9, COUNTER) + _uint(11, track) + _double(44, float(value)))
 
     def to_bytes(self) -> bytes:
         self._events.sort()

@@ -1,9 +1,9 @@
 """Which plan family prices a model, and which table families it reads.
 
-dense Qwen3 / Llama             aisim.timing.family_dense
-MoE with GQA attention (Qwen3 MoE, Mixtral)  aisim.timing.family_qwen3_moe
-DeepSeek-V3 / R1 (dense MLA)    aisim.timing.family_deepseek_mla
-DeepSeek-V3.2 (DSA)             aisim.timing.family_deepseek_dsa
+dense Qwen3 / Llama / MiMo                   aisim.timing.family_dense
+MoE, GQA (Qwen3 MoE, Mixtral, MiniMax-M2)    aisim.timing.family_qwen3_moe
+DeepSeek-V3 / R1, Kimi-K2 (dense MLA)        aisim.timing.family_deepseek_mla
+DeepSeek-V3.2, GLM-5 (DSA)                   aisim.timing.family_deepseek_dsa
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ DENSE_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral", "mimo")
 # one MoE layer per decoder layer, no shared expert, full attention on every layer: the graph
 # family_qwen3_moe prices (gpt-oss's banded layers and Qwen2-MoE's shared expert differ)
 GQA_MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "minimax_m2")
-_DEEPSEEK = {
-    family_deepseek_dsa.MODEL_TYPE: family_deepseek_dsa.build_deepseek_dsa_plan,
-    family_deepseek_mla.MODEL_TYPE: family_deepseek_mla.build_deepseek_mla_plan,
-}
 KIMI_K2 = "kimi_k2"  # DeepseekV3ForCausalLM with 64 heads and 384 experts: the V3 plan
-_DEEPSEEK[KIMI_K2] = family_deepseek_mla.build_deepseek_mla_plan
 GLM_DSA = "glm_moe_dsa"  # GLM-5: DeepSeek-V3.2's DSA layers, its own module-table rows
-_DEEPSEEK[GLM_DSA] = family_deepseek_dsa.build_deepseek_dsa_plan
+# MLA model types -> plan builder (the DSA family's types are those its module tables key)
+_DEEPSEEK = {
+    **dict.fromkeys(family_deepseek_dsa.ARCHITECTURES, family_deepseek_dsa.build_deepseek_dsa_plan),
+    family_deepseek_mla.MODEL_TYPE: family_deepseek_mla.build_deepseek_mla_plan,
+    KIMI_K2: family_deepseek_mla.build_deepseek_mla_plan,
+}
 
 
 def is_moe_model(model: ModelArch) -> bool:

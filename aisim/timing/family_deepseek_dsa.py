@@ -27,7 +27,7 @@ CONTEXT_MODULE = "dsa_context_module"
 GENERATION_MODULE = "dsa_generation_module"
 ARCHITECTURE = "DeepseekV32ForCausalLM"  # the module tables' key for the model's rows
 # other DSA models keyed by their own architecture in the module tables
-ARCHITECTURES = {MODEL_TYPE: ARCHITECTURE, "glm_moe_dsa": "GlmMoeDsaForCausalLM"}
+ARCHITECTURES = {MODEL_TYPE: ARCHITECTURE, "glm_moe_dsa": "GlmMoeDsaForCausalLM"}  # by model type
 SHARED_EXPERT_TP = 1
 
 
