@@ -77,8 +77,7 @@ def admit_waiting(p, req, ranks, blocks, stats, log, pfx_hash, r, t_ms, budget, 
         # (context L = P) and emits its first token at the pass end
         if n == 0 and remaining > 0:
             break
-        if not p.chunked_prefill and fresh and remaining > budget:
-            # a readmission's recompute is chunked by the budget even with chunking off
+        if rules.holds_back_prompt(p, prompt - min(hit_tokens, prompt), budget):
             break
         if defer and remaining > 1:
             break

@@ -8,7 +8,7 @@ All rules are inlined: a test of the backend scalar, the same code the phases ha
 """
 
 from aisim.kernels._jit import helper
-from aisim.kernels.codes import Backend
+from aisim.kernels.codes import Backend, Role
 from aisim.kernels.units import ceil_div
 
 
@@ -80,3 +80,13 @@ def handoff_tokens(p, prompt):
     if p.backend == Backend.TRTLLM:
         return prompt + 1
     return prompt
+
+
+@helper
+def holds_back_prompt(p, prompt_left, budget):
+    """With chunked prefill off, the head of the queue waits while the prompt positions it still
+    has to compute (prompt minus its prefix hit) exceed the budget left. Generated positions are
+    not held back: a readmission whose prompt fits is admitted and its recompute is chunked by
+    the budget. A P/D decode pool never holds back (its recomputes are chunked whole), on both
+    engines (rules 4.3, 4.4, 9.6)."""
+    return not p.chunked_prefill and p.role != Role.DECODE and prompt_left > budget

@@ -24,7 +24,7 @@ RTOL: dict[str, float] = {}
 # Scenarios whose behaviour is not reconstructed yet (see the folder's meta.json note): the
 # comparison still runs, so a scenario that starts to match fails until it is taken off the list.
 # The difftest-* ones are the mismatch classes found by bench/difftest.py (bench/DIFFTEST.md).
-KNOWN_DEVIATIONS: set[str] = {"difftest-nochunk-preempted-readmission-order"}
+KNOWN_DEVIATIONS: set[str] = set()
 
 
 def _problems(name: str) -> list[str]:

@@ -335,8 +335,8 @@ class Rank:
             n = min(remaining, budget)
             if n == 0 and remaining > 0:  # a fully cached prompt needs no budget
                 break
-            if not cfg.chunked_prefill and fresh and remaining > budget:
-                break
+            if not cfg.chunked_prefill and r.prompt - min(hit_tokens, r.prompt) > budget:
+                break  # only the prompt part is held back; a recompute is chunked
             if defer and remaining > 1:
                 break
             self.waiting.popleft()
