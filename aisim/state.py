@@ -4,9 +4,10 @@ All state is structure-of-arrays, allocated once at a fixed capacity and never r
 kernel. Kernels receive these NamedTuples and mutate them in place; Python reads them after the
 run. Sentinel -1 means "none" for every index column.
 
-Shape symbols: N requests, R scheduler ranks (workers x attention_data), W workers,
-S running slots per rank (max_sequences), B KV blocks per rank, K blocks in one block-table row,
-M hash-map slots (a power of two), A admission-log capacity, H event-calendar buckets.
+Shape symbols: N requests, C requests when per-request records are captured (else 1),
+R scheduler ranks (workers x attention_data), W workers, S running slots per rank
+(max_sequences), B KV blocks per rank, K blocks in one block-table row, M hash-map slots (a
+power of two), A admission-log capacity, H event-calendar buckets.
 """
 
 from __future__ import annotations
@@ -82,6 +83,15 @@ REQUEST_FIELDS = (
           "completes with one token)"),
     Field("draft_slots", np.int8, "N", 0, "tokens",
           "MTP: verification slots granted in the in-flight pass (1 + drafts walked); 0 = none"),
+    # latency attribution, kept only for captured per-request records (shape C: N, else 1)
+    Field("alone_ms", np.float64, "C", 0.0, "ms",
+          "passes that computed its prompt the first time with no other request in the pass"),
+    Field("preempt_at_ms", np.float64, "C", np.nan, "ms",
+          "start of the pass that preempted it, until it emits its next token"),
+    Field("lost_first_ms", np.float64, "C", 0.0, "ms",
+          "preemption to the next token, summed over preemptions before its first token"),
+    Field("lost_later_ms", np.float64, "C", 0.0, "ms",
+          "preemption to the next token, summed over preemptions after its first token"),
 )
 # fmt: on
 
@@ -131,6 +141,7 @@ RANK_FIELDS = (
     Field("clean_top", np.int64, "R", 0, "blocks", "unhashed free blocks on the clean stack"),
     Field("slot_top", np.int32, "R", 0, "count", "free block-table rows on the slot stack"),
     Field("in_pass", np.bool_, "R", False, "flag", "the rank takes part in its worker's pass"),
+    Field("pass_start_ms", np.float64, "R", 0.0, "ms", "start of the rank's latest pass"),
     Field("deferred", np.bool_, "R", False, "flag", "the in-flight pass deferred prefills"),
     Field("preempted", np.bool_, "R", False, "flag", "the in-flight pass preempted a request"),
     Field("pass_prefill", np.int64, "R", 0, "tokens",
@@ -418,14 +429,17 @@ def allocate(
     log_capacity: int,
     block_size: int,
     requests: dict[str, np.ndarray] | None = None,
+    records: bool = False,
 ):
     """Allocate every buffer for one run and put the KV pools in their initial state.
-    `requests` names RequestState fields taken as they are (the traffic's own arrays)."""
+    `requests` names RequestState fields taken as they are (the traffic's own arrays);
+    `records` sizes the latency-attribution fields (shape C) for per-request records."""
     map_slots = 1 << max(4, int(2 * n_ranks * blocks_per_rank).bit_length())
     # the calendar ring must span the longest gap between a lazy decoder's events (one block)
     calendar = 1 << max(6, int(2 * block_size).bit_length())
     dims = {
         "N": n_requests,
+        "C": n_requests if records else 1,
         "R": n_ranks,
         "W": n_workers,
         "S": max_running,

@@ -2,6 +2,8 @@
 its burst), all stamped at the pass end; completions retire in running order, steady decoders
 turn lazy."""
 
+import numpy as np
+
 from aisim.kernels import kv_blocks as kv
 from aisim.kernels import lazy, mtp_step, queues
 from aisim.kernels._jit import helper
@@ -15,12 +17,14 @@ from aisim.kernels.tokstats import record_gap
 
 
 @helper
-def emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp):
+def emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp, solo):
     """Pass end on rank r: every request whose known sequence is computed emits one token (MTP:
     a drafting decoder emits its burst, every token stamped now).
 
     Completions are retired in running order (closed-loop replacements and KV release order
-    depend on it); steady decoders with two or more tokens turn lazy.
+    depend on it); steady decoders with two or more tokens turn lazy. Captured runs also
+    attribute the pass to its requests (`solo`: the worker's pass had one request;
+    docs/attribution.md).
     """
     x = ranks.pass_idx[r]
     act_list = ranks.act_list
@@ -51,6 +55,8 @@ def emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp):
         n = sched_tokens[q]
         sched_tokens[q] = 0
         g = num_generated[q]
+        if p.capture:
+            attribute(req, q, n, g, t_ms - ranks.pass_start_ms[r], solo)
         activated = req.activated[q]
         if activated:
             req.activated[q] = False
@@ -70,6 +76,8 @@ def emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp):
                 if not activated:  # its tokens fill blocks the burst reservation set aside
                     mtp_step.grow_after_burst(p, req, ranks, blocks, pfx_hash, r, q, known, burst)
                 req.drafting[q] = True
+            if p.capture and not np.isnan(req.preempt_at_ms[q]):
+                recovered(req, q, g, t_ms)
             if g == 0:
                 first_token[q] = t_ms
             else:
@@ -109,6 +117,26 @@ def emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp):
     ranks.last_end_ms[r] = t_ms
     if ranks.cooldown[r] > 0:
         ranks.cooldown[r] -= 1
+
+
+@helper
+def attribute(req, q, n, g, pass_ms, solo):
+    """A pass that computed part of q's prompt for the first time, alone in its worker's pass:
+    its whole duration is q's own prefill time."""
+    if solo and n > 0 and g == 0 and req.computed_before[q] < req.prompt_len[q]:
+        if np.isnan(req.preempt_at_ms[q]):
+            req.alone_ms[q] += pass_ms
+
+
+@helper
+def recovered(req, q, g, t_ms):
+    """q emits its first token since a preemption: the time since then was lost to it."""
+    lost = t_ms - req.preempt_at_ms[q]
+    if g == 0:
+        req.lost_first_ms[q] += lost
+    else:
+        req.lost_later_ms[q] += lost
+    req.preempt_at_ms[q] = np.nan
 
 
 @helper

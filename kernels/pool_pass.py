@@ -91,12 +91,15 @@ def start_pass(
 @helper
 def finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
     empty = True
+    solo = False
+    if p.capture:
+        solo = pass_requests(req, ranks, p.dp_size, w) == 1
     for d in range(p.dp_size):
         r = w * p.dp_size + d
         if ranks.in_pass[r]:
             if ranks.rej_head[r] >= 0:
                 queues.spawn_rejected(p, req, ranks, stats, r, t_ms)
-            emission.emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp)
+            emission.emit_rank(p, req, ranks, blocks, stats, pfx_hash, r, t_ms, mtp, solo)
             ranks.in_pass[r] = False
             if p.check_invariants:
                 bad = invariants.check_rank(p, req, ranks, blocks, r, 0)
@@ -116,3 +119,19 @@ def finish_pass(p, req, ranks, blocks, workers, stats, pfx_hash, mtp, w, t_ms):
         workers.step[w] = 0
     else:
         workers.step[w] += 1
+
+
+@helper
+def pass_requests(req, ranks, dp_size, w):
+    """Requests worker w's pass in flight works on, over its ranks: those scheduled tokens or
+    activated, and the lazy decoders (captured runs: latency attribution)."""
+    total = 0
+    for d in range(dp_size):
+        r = w * dp_size + d
+        if ranks.in_pass[r]:
+            total += ranks.lazy_count[r]
+            for k in range(ranks.act_len[r]):
+                q = ranks.act_list[r, k]
+                if req.sched_tokens[q] > 0 or req.activated[q]:
+                    total += 1
+    return total

@@ -4,6 +4,8 @@ allocation preempts the LAST running request (vLLM, LIFO, possibly itself); TRT-
 preempts (its admission reserved to completion). Lazy decoders act only when an event of theirs
 is due (kernels/lazy.py)."""
 
+import numpy as np
+
 from aisim.kernels import backend_rules as rules
 from aisim.kernels import kv_blocks as kv
 from aisim.kernels import lazy, mtp_step, queues
@@ -45,6 +47,9 @@ def preempt_last(p, req, ranks, blocks, stats, pfx_hash, r):
     if p.prefix_caching:
         kv.publish_owner_blocks(req, blocks, pfx_hash, v, r, req.slot[v])
     queues.free_request_kv(p, req, ranks, blocks, r, v)
+    if p.capture and np.isnan(req.preempt_at_ms[v]):
+        # time lost runs from the first preemption to the next token (docs/attribution.md)
+        req.preempt_at_ms[v] = ranks.pass_start_ms[r]
     req.num_computed[v] = 0
     req.sched_tokens[v] = 0
     req.drafting[v] = False

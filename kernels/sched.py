@@ -22,6 +22,7 @@ def schedule_rank(p, req, ranks, blocks, stats, log, pfx_hash, plan, memo, r, t_
     """Run one pass's scheduling on rank r at t_ms. Returns (prefill ns, decode ns, flags)."""
     x = ranks.pass_idx[r] + 1
     ranks.pass_idx[r] = x
+    ranks.pass_start_ms[r] = t_ms
     defer = False
     if p.prefill_interval > 1 and step % p.prefill_interval != 0:
         if not ranks.capacity_bound[r] and running.has_decoder(req, ranks, r):

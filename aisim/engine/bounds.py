@@ -128,6 +128,7 @@ def check_state_fits(
     map_slots = 1 << max(4, int(2 * ranks * spec.num_blocks).bit_length())
     dims = {
         "N": n_requests,
+        "C": 1,  # without per-request records (their own memory check is the records')
         "R": ranks,
         "W": spec.replicas,
         "S": running,

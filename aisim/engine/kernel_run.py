@@ -30,9 +30,12 @@ def table_columns(longest_tokens: int, block_size: int) -> int:
     return -(-longest_tokens // block_size) + 1
 
 
-def allocate_pool(spec, n: int, rows: int, columns: int, log_capacity: int, inputs: dict):
+def allocate_pool(
+    spec, n: int, rows: int, columns: int, log_capacity: int, inputs: dict, records: bool
+):
     """One pool's state buffers (aisim.state.allocate) for n requests: rows running slots and
-    `columns` block-table columns per rank. Returns (req, ranks, blocks, workers, stats, log)."""
+    `columns` block-table columns per rank; `records` keeps per-request latency attribution.
+    Returns (req, ranks, blocks, workers, stats, log)."""
     return st.allocate(
         n,
         spec.num_ranks,
@@ -43,6 +46,7 @@ def allocate_pool(spec, n: int, rows: int, columns: int, log_capacity: int, inpu
         log_capacity,
         spec.block_size,
         inputs,
+        records,
     )
 
 

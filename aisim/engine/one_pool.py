@@ -69,7 +69,7 @@ def run_once(
     params = spec.kernel_params(workload, capture, lazy_decode, check_invariants, pass_rows > 0)
     inputs = traffic_inputs(traffic, workload.closed_loop)
     req, ranks, blocks, workers, stats, log = allocate_pool(
-        spec, n, max_running, row_blocks, log_capacity, inputs
+        spec, n, max_running, row_blocks, log_capacity, inputs, capture
     )
     if workload.closed_loop:
         req.arrival_ms[:] = traffic.arrival_ms

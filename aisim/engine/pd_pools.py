@@ -66,7 +66,13 @@ def run_once(
     longest_d = int((traffic_d.prompt_len + traffic_d.output_len).max()) if n else 1
     cols_d = table_columns(longest_d, sd.block_size)
     req_p, ranks_p, blocks_p, workers_p, stats, log = allocate_pool(
-        sp, n, rows_p, cols_p, log_capacity, traffic_inputs(traffic_p, w.closed_loop, False)
+        sp,
+        n,
+        rows_p,
+        cols_p,
+        log_capacity,
+        traffic_inputs(traffic_p, w.closed_loop, False),
+        capture,
     )
     # the prefill side's one internal (unreported) token; TRT-LLM's enqueue clamp to the prefill
     # pool can leave none, and such a request is rejected there (observed)
@@ -77,7 +83,9 @@ def run_once(
     # closed-loop arrivals through either side)
     inputs_d = traffic_inputs(traffic_d, True)
     inputs_d.update(prompt_len=req_p.prompt_len, arrival_ms=req_p.arrival_ms)
-    req_d, ranks_d, blocks_d, workers_d, _, _ = allocate_pool(sd, n, rows_d, cols_d, 1, inputs_d)
+    req_d, ranks_d, blocks_d, workers_d, _, _ = allocate_pool(
+        sd, n, rows_d, cols_d, 1, inputs_d, capture
+    )
     if no_stats is not None:
         req_d.no_stats[:] = no_stats  # decode workers stream every client-visible token gap
     pd = st.allocate_pd(n, sd.num_ranks, sd.replicas, sp.replicas)
