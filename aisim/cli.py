@@ -299,10 +299,11 @@ def sweep(
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option(
     "--kind",
-    type=click.Choice(["pareto", "latency", "timeline", "ranking"]),
+    type=click.Choice(["pareto", "latency", "timeline", "ranking", "attribution"]),
     multiple=True,
-    help="Which figures [default: pareto + latency for a sweep, timeline for a run, pareto + "
-    "ranking for a recommend folder].",
+    help="Which figures [default: pareto + latency for a sweep, timeline for a run with "
+    "passes.parquet (else attribution, from requests.parquet), pareto + ranking for a "
+    "recommend folder].",
 )
 @click.option(
     "--output-dir",
@@ -333,8 +334,8 @@ def plot(
     fmts: tuple[str, ...],
     x_column: str | None,
 ) -> None:
-    """Figures from a sweep folder / sweep.parquet, a run folder with passes.parquet, or a
-    recommend folder."""
+    """Figures from a sweep folder / sweep.parquet, a run folder with passes.parquet or
+    requests.parquet, or a recommend folder."""
     from aisim.plot import plot_source
 
     for path in plot_source(source, kind, output_dir, fmts or ("png", "svg"), x_column):

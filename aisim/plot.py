@@ -316,17 +316,23 @@ def plot_source(
     out_dir = out_dir or folder
     has_sweep = sweep.is_file() and (source.is_dir() or source == sweep)
     has_passes = passes.is_file() and (source.is_dir() or source == passes)
+    requests = source if source.name == "requests.parquet" else folder / "requests.parquet"
+    has_requests = requests.is_file() and (source.is_dir() or source == requests)
     kinds = tuple(kinds) or (("pareto", "latency") if has_sweep else ()) + (
         ("timeline",) if has_passes else ()
     )
+    if not kinds and has_requests:
+        kinds = ("attribution",)
     if not kinds:
         raise AisimError(
-            f"plot: {source} holds neither sweep.parquet nor passes.parquet "
-            "(run aisim sweep, or aisim predict --capture-passes)"
+            f"plot: {source} holds no sweep.parquet, passes.parquet or requests.parquet "
+            "(run aisim sweep, or aisim predict --capture-passes / --capture-per-request)"
         )
     paths: list[Path] = []
     for kind in kinds:
-        if kind in ("pareto", "latency"):
+        if kind == "attribution":
+            paths += _attribution(folder, source, out_dir, fmts)
+        elif kind in ("pareto", "latency"):
             if not sweep.is_file():
                 raise AisimError(f"plot --kind {kind}: no sweep.parquet in {folder}")
             table = pq.read_table(sweep)
@@ -343,6 +349,22 @@ def plot_source(
                 )
             paths += timelines(pq.read_table(passes), out_dir, fmts)
     return paths
+
+
+def _attribution(folder: Path, source: Path, out_dir: Path, fmts) -> list[Path]:
+    """A run folder's requests.parquet: where its requests' TTFT went."""
+    import pyarrow.parquet as pq
+
+    from aisim.plot_attribution import plot_attribution
+
+    requests = source if source.name == "requests.parquet" else folder / "requests.parquet"
+    if not requests.is_file():
+        raise AisimError(
+            f"plot --kind attribution: no requests.parquet in {folder} "
+            "(aisim predict --capture-per-request)"
+        )
+    table = pq.read_table(requests)
+    return plot_attribution(table, out_dir, fmts, _save, _pyplot, deployment(table))
 
 
 def _recommendation(candidates: Path, kinds, out_dir: Path, fmts) -> list[Path]:

@@ -186,6 +186,10 @@ def _finish(prediction: dict, t0: float, result, digest: str, capture: bool, spe
     prediction["processed_tokens_per_s"] = prediction["processed_tokens"] / wall_s
     prediction["processed_output_tokens_per_s"] = prediction["total_output_tokens"] / wall_s
     records = RequestRecords(result, digest) if capture else None
+    if records is not None:
+        from aisim.output.attribution import summary_field
+
+        prediction.update(summary_field(records.parts, result.requests))
     return Prediction(prediction, records, digest, spec, _trimmed(result.passes))
 
 

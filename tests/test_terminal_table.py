@@ -94,4 +94,4 @@ def test_requests_parquet_names_the_per_request_tpot(tmp_path: Path) -> None:
         rec = by_index[row["request_index"]]
         want = (rec["last_token_ms"] - rec["first_token_ms"]) / (rec["output_length"] - 1)
         assert row["tpot_ms"] == rec["itl_ms"] == want
-    assert b'"schema_version": "2"' in table.schema.metadata[b"aisim"]
+    assert b'"schema_version": "3"' in table.schema.metadata[b"aisim"]

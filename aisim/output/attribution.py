@@ -125,3 +125,16 @@ def verdict(shares: dict[str, dict[str, float]]) -> str | None:
         return None
     name = max(tail, key=lambda k: (tail[k], k))
     return f"p99 TTFT: {100 * tail[name]:.0f} % {LABELS[name]}"
+
+
+def summary_field(parts: dict[str, np.ndarray] | None, req) -> dict:
+    """prediction.json's `latency_attribution` ({} when no attribution was kept): the TTFT
+    tail shares of the completed requests and the verdict line."""
+    if parts is None:
+        return {}
+    from aisim.kernels.codes import ReqStatus
+
+    done = req.status == ReqStatus.FINISHED
+    ttft = np.where(done, req.first_token_ms - req.arrival_ms, np.nan)
+    shares = tail_shares(parts, ttft)
+    return {"latency_attribution": {"ttft_tail_shares": shares, "verdict": verdict(shares)}}

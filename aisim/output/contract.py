@@ -30,6 +30,7 @@ class OutputField:
     nullable: bool = False
     presence: str = ALWAYS
     host: bool = False  # host wall-clock time: differs between runs, outside prediction.sha256
+    extension: bool = False  # aisim's own field: AISimulate writes no such field
 
 
 def _fields() -> list[OutputField]:
@@ -180,6 +181,16 @@ def _fields() -> list[OutputField]:
             presence=CAPTURE,
         ),
         f(
+            "latency_attribution",
+            JSON,
+            "json",
+            "where the TTFT of the slowest requests went: for p50 / p90 / p99, each TTFT part's "
+            "share of the summed TTFT of the requests at or above that percentile, and a verdict "
+            "naming the largest part at p99 (docs/attribution.md)",
+            presence=CAPTURE,
+            extension=True,
+        ),
+        f(
             "wall_time_ms",
             FLOAT,
             "ms",
@@ -236,6 +247,7 @@ def _fields() -> list[OutputField]:
 
 FIELDS: dict[str, OutputField] = {fd.name: fd for fd in _fields()}
 HOST_FIELDS = tuple(name for name, fd in FIELDS.items() if fd.host)
+EXTENSION_FIELDS = tuple(name for name, fd in FIELDS.items() if fd.extension)
 
 _PYTHON_TYPES = {INT: (int,), FLOAT: (float,), STR: (str,), JSON: (dict, list)}
 
@@ -281,6 +293,7 @@ def markdown() -> str:
     for fd in FIELDS.values():
         kind = fd.kind + (" or null" if fd.nullable else "")
         meaning = fd.meaning + (" (host clock)" if fd.host else "")
+        meaning += " (aisim only)" if fd.extension else ""
         out.append(f"| `{fd.name}` | {kind} | {fd.unit} | {fd.presence} | {_cell(meaning)} |")
     for title, cols in (
         ("requests.parquet (with --capture-per-request)", REQUEST_COLUMNS),

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from aisim.kernels.codes import CNT_LOG, ReqStatus
+from aisim.output.attribution import request_parts
 
 _STATUS_NAMES = {
     int(ReqStatus.FINISHED): "completed",
@@ -87,6 +88,8 @@ class RequestRecords:
         n = len(self.req.prompt_len)
         count = int(result.stats.counters[CNT_LOG]) if result.log is not None else 0
         self.admissions = _Admissions(result.log, count, n)
+        # where each request's latency went (requests.parquet columns; None if not kept)
+        self.parts = request_parts(result)
 
     def __len__(self) -> int:
         return len(self.order)

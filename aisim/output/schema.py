@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "2"  # 2: per-request tpot_ms (was itl_ms, vLLM's name for it is TPOT)
+from aisim.output import attribution
+
+SCHEMA_VERSION = "3"  # 3: latency attribution columns; 2: per-request tpot_ms (was itl_ms)
 
 
 def column(name: str, typ: pa.DataType, unit: str, doc: str, nullable: bool = True) -> pa.Field:
@@ -53,6 +55,11 @@ REQUEST_COLUMNS = [
     ),
     column("admission_count", pa.int32(), "count", "admissions including readmissions", False),
     column("readmission_count", pa.int32(), "count", "admissions after a preemption", False),
+]
+# where the latency went (docs/attribution.md): the ttft_* parts add up to ttft_ms, and with
+# decode_ms and decode_preempted_ms to e2e_latency_ms
+REQUEST_COLUMNS += [
+    column(name, pa.float64(), "ms", meaning) for name, meaning in attribution.PARTS
 ]
 
 REQUESTS_SCHEMA = pa.schema(REQUEST_COLUMNS)

@@ -72,6 +72,9 @@ def render_summary(pred: dict, title: str = "") -> str:
         out.append(f"{label + ':':<{pad}}{form.format(value)}")
     if pred.get("power_w") is None:
         out.append(f"{'Active power per GPU (W):':<{pad}}unavailable (op-level timing reports it)")
+    verdict = (pred.get("latency_attribution") or {}).get("verdict")
+    if verdict:
+        out.append(f"{'Where TTFT went:':<{pad}}{verdict}")
     for role, prov in sorted((pred.get("prediction_provenance") or {}).items()):
         out.append(
             f"Timing ({role}): {prov.get('estimator')}, {prov.get('timing_source')}"

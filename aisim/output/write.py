@@ -25,7 +25,7 @@ import signal
 import threading
 from pathlib import Path
 
-from aisim.output.contract import HOST_FIELDS
+from aisim.output.contract import EXTENSION_FIELDS, HOST_FIELDS
 
 OUTPUT_NAMES = (
     "prediction.json",
@@ -44,9 +44,14 @@ ROW_GROUP = 1 << 20
 _PLACEHOLDER = "\0aisim per_request\0"
 
 
+# outside the hash: host times, and aisim's own views of the run (the latency attribution comes
+# from the records the hash already covers), so a captured and an uncaptured run hash alike
+UNHASHED = frozenset(HOST_FIELDS) | frozenset(EXTENSION_FIELDS)
+
+
 def prediction_sha256(prediction: dict) -> str:
     """Hash of every deterministic field: a change can prove its simulated outputs unchanged."""
-    det = {k: v for k, v in prediction.items() if k not in HOST_FIELDS}
+    det = {k: v for k, v in prediction.items() if k not in UNHASHED}
     blob = json.dumps(det, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -270,12 +275,12 @@ def _write_with_records(folder: ResultFolder, prediction: dict, records, provena
     hash is fed the compact rendering of each record (the jsonl line) as it goes."""
     pretty = dict(prediction, per_request=_PLACEHOLDER)
     head, tail = _split_on_placeholder(json.dumps(pretty, indent=2, sort_keys=True) + "\n")
-    det = {k: v for k, v in pretty.items() if k not in HOST_FIELDS}
+    det = {k: v for k, v in pretty.items() if k not in UNHASHED}
     c_head, c_tail = _split_on_placeholder(
         json.dumps(det, sort_keys=True, separators=(",", ":"), allow_nan=False)
     )
     digest = hashlib.sha256(c_head.encode() + b"[")
-    parquet = RequestsParquet(folder.staged("requests.parquet"), provenance)
+    parquet = RequestsParquet(folder.staged("requests.parquet"), provenance, records.parts)
     try:
         with (
             open(folder.staged("prediction.json"), "w", encoding="utf-8") as pj,
@@ -310,15 +315,16 @@ def _write_with_records(folder: ResultFolder, prediction: dict, records, provena
 class RequestsParquet:
     """requests.parquet written a record batch at a time, in row groups of ROW_GROUP rows."""
 
-    def __init__(self, path, provenance: dict) -> None:
+    def __init__(self, path, provenance: dict, parts=None) -> None:
         self.path = path
         self.provenance = provenance
+        self.parts = parts  # the records' latency attribution (RequestRecords.parts)
         self.pending: list = []
         self.rows = 0
         self.writer = None
 
     def add(self, batch: list[dict]) -> None:
-        self.pending.append(requests_table(batch, self.provenance))
+        self.pending.append(requests_table(batch, self.provenance, self.parts))
         self.rows += len(batch)
         if self.rows >= ROW_GROUP:
             self._flush()
@@ -379,10 +385,12 @@ def table_bytes(table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def requests_table(records: list[dict], provenance: dict):
-    """Per-request records -> requests table (declared schema, units, run metadata)."""
+def requests_table(records: list[dict], provenance: dict, parts=None):
+    """Per-request records -> requests table (declared schema, units, run metadata); `parts`
+    the run's latency attribution by request index (null columns without it)."""
     import pyarrow as pa
 
+    from aisim.output import attribution
     from aisim.output.schema import REQUESTS_SCHEMA, table_metadata
 
     cols: dict[str, list] = {f.name: [] for f in REQUESTS_SCHEMA}
@@ -394,6 +402,9 @@ def requests_table(records: list[dict], provenance: dict):
         row["worker_idx"] = route["logical_worker_id"]
         row["dp_rank"] = route["dp_rank"]
         row["tpot_ms"] = r["itl_ms"]
+        for name, _ in attribution.PARTS:
+            value = None if parts is None else float(parts[name][row["request_index"]])
+            row[name] = None if value is None or value != value else value
         for name in cols:
             cols[name].append(row[name])
     table = pa.Table.from_pydict(cols, schema=REQUESTS_SCHEMA)
@@ -408,8 +419,9 @@ def requests_tables(records, provenance: dict):
     """The requests table of every record, built a batch at a time (one pyarrow Table)."""
     import pyarrow as pa
 
-    parts = [requests_table(batch, provenance) for batch in records.batches()]
-    return pa.concat_tables(parts) if parts else empty_requests_table(provenance)
+    parts = records.parts
+    tables = [requests_table(batch, provenance, parts) for batch in records.batches()]
+    return pa.concat_tables(tables) if tables else empty_requests_table(provenance)
 
 
 def requests_parquet_bytes(records, provenance: dict) -> bytes:
@@ -417,7 +429,7 @@ def requests_parquet_bytes(records, provenance: dict) -> bytes:
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
-    parquet = RequestsParquet(sink, provenance)
+    parquet = RequestsParquet(sink, provenance, records.parts)
     for batch in records.batches():
         parquet.add(batch)
     parquet.close()
