@@ -81,6 +81,9 @@ def model_family(model: ModelArch) -> str:
 def default_quant_modes(model: ModelArch) -> tuple[str, str, str]:
     """(gemm, moe, kv) quantization of the checkpoint: the weights' algorithm; the KV cache at
     its declared dtype, else fp8 when the weights are quantized."""
+    if model.experts_only_quant:
+        # int4 routed experts beside bf16 GEMMs: the KV cache stays bf16 unless declared
+        return "bfloat16", model.weight_quant, model.kv_cache_quant or "bfloat16"
     weights = model.weight_quant or "bfloat16"
     kv = model.kv_cache_quant or ("fp8" if model.weight_quant else "bfloat16")
     # static per-tensor fp8 concerns the GEMMs' activation scales; experts run plain fp8

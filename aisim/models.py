@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -45,6 +46,9 @@ class ModelArch:
     weight_quant: str = ""  # weight algorithm: "" (none), "fp8", "fp8_block", "nvfp4", ...
     kv_cache_quant: str = ""  # declared KV cache dtype: "" (none declared), "fp8", "bfloat16"
     quant_source: str = ""  # where the declaration is: "quantization_config" or HF_QUANT_FILE
+    # the weight algorithm covers the routed experts alone: the checkpoint's ignore list keeps
+    # attention and shared-expert GEMMs bf16, and the KV cache stays bf16 unless declared
+    experts_only_quant: bool = False
 
 
 def shipped_model_ids() -> list[str]:
@@ -59,7 +63,9 @@ def shipped_model_ids() -> list[str]:
 def load_model(model: str, field: str = "engine.model", base_dir: Path | None = None) -> ModelArch:
     """A shipped model id (e.g. Qwen/Qwen3-32B) or a path to a config.json."""
     raw, hf_quant = _read_config(model, field, base_dir)
+    raw = _language_model(raw)
     weights, kv, where = checkpoint_quantization(raw, hf_quant)
+    experts_only = weights == INT4_WEIGHT_ONLY and _experts_only(raw.get("quantization_config"))
     try:
         heads = int(raw["num_attention_heads"])
         kv_heads = int(raw.get("num_key_value_heads", heads))
@@ -96,9 +102,24 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
             weight_quant=weights,
             kv_cache_quant=kv,
             quant_source=where,
+            experts_only_quant=experts_only,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{field}: model config {model!r} lacks a usable {exc}") from None
+
+
+def _language_model(raw: dict) -> dict:
+    """The language model of a multimodal wrapper (Kimi-K2.5: architecture figures under
+    `text_config`), with the wrapper's own quantization_config when it has one (an NVIDIA
+    ModelOpt export), else text_config's; a text model's config as it is."""
+    text = raw.get("text_config")
+    if "num_hidden_layers" in raw or not isinstance(text, dict):
+        return raw
+    merged = dict(text)
+    if "quantization_config" in raw:
+        merged["quantization_config"] = raw["quantization_config"]
+    merged.setdefault("torch_dtype", raw.get("torch_dtype") or raw.get("dtype"))
+    return merged
 
 
 def _qk_norm(raw: dict) -> bool:
@@ -162,7 +183,9 @@ def checkpoint_quantization(raw: dict, hf_quant: dict | None) -> tuple[str, str,
         or qcfg.get("quant_method")
         or qcfg.get("quantization_method")
     )
-    if weights == "fp8" and qcfg.get("weight_block_size"):
+    if weights == COMPRESSED_TENSORS and _int4_weight_only(qcfg):
+        weights = INT4_WEIGHT_ONLY
+    elif weights == "fp8" and qcfg.get("weight_block_size"):
         weights = "fp8_block"
     elif weights == "fp8" and not _dynamic_activations(qcfg):
         weights = "fp8_static"  # per-tensor fp8 is static unless the checkpoint says dynamic
@@ -186,6 +209,59 @@ def checkpoint_quantization(raw: dict, hf_quant: dict | None) -> tuple[str, str,
     )
     where = "" if not (weights or kv) else HF_QUANT_FILE if from_hf else "quantization_config"
     return weights, kv, where
+
+
+COMPRESSED_TENSORS = "compressed-tensors"
+INT4_WEIGHT_ONLY = "int4_wo"  # the moe table's dtype of int4 weights with bf16 activations
+# module names of one MoE decoder layer whose GEMMs AISimulate prices at the checkpoint's
+# weight algorithm unless its ignore list names them (oracle: an int4 Kimi-K2.5 whose ignore
+# list drops attention and shared experts reads int4_wo GEMM rows, a table miss)
+_ATTENTION_AND_SHARED = (
+    "model.layers.1.self_attn.q_a_proj",
+    "model.layers.1.self_attn.kv_a_proj_with_mqa",
+    "model.layers.1.self_attn.q_b_proj",
+    "model.layers.1.self_attn.kv_b_proj",
+    "model.layers.1.self_attn.o_proj",
+    "model.layers.1.mlp.shared_experts.gate_proj",
+    "model.layers.1.mlp.shared_experts.up_proj",
+    "model.layers.1.mlp.shared_experts.down_proj",
+)
+_ROUTED_EXPERT = "model.layers.1.mlp.experts.0.gate_proj"
+
+
+def _int4_weight_only(qcfg: dict) -> bool:
+    """A compressed-tensors declaration of 4-bit integer weights with unquantized activations
+    in every config group (w4a16: the moe table's int4_wo rows)."""
+    groups = qcfg.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        return False
+    for group in groups.values():
+        weights = group.get("weights") if isinstance(group, dict) else None
+        if not isinstance(weights, dict) or group.get("input_activations") is not None:
+            return False
+        if _lower(weights.get("type")) != "int" or weights.get("num_bits") != 4:
+            return False
+    return True
+
+
+def _experts_only(qcfg) -> bool:
+    """Whether a compressed-tensors ignore list keeps every attention and shared-expert GEMM
+    unquantized while the routed experts stay quantized."""
+    ignore = qcfg.get("ignore") if isinstance(qcfg, dict) else None
+    if not isinstance(ignore, list):
+        return False
+
+    def ignored(name: str) -> bool:
+        for entry in ignore:
+            entry = str(entry)
+            if entry.startswith("re:"):
+                if re.match(entry[3:], name):
+                    return True
+            elif name == entry or name.endswith("." + entry):
+                return True
+        return False
+
+    return all(map(ignored, _ATTENTION_AND_SHARED)) and not ignored(_ROUTED_EXPERT)
 
 
 def _dynamic_activations(qcfg: dict) -> bool:

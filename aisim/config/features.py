@@ -38,6 +38,7 @@ NOT_YET_AVAILABLE = frozenset(
         "kv_offload",  # host_offload, g3_offload, kvcr, state_cache, prefix_match_unit
         "host_model",  # host_loop, frontend, host_profile, vision
         "checkpoint_quantization",  # quantized checkpoints other than DeepSeek fp8_block
+        "mla_checkpoint_quantization",  # MLA / DSA checkpoints other than the two below
     }
 )
 """Feature ids that aisim does not implement yet."""
@@ -52,6 +53,9 @@ _FIXES = {
     "(AISimulate's defaults and its packaged database)",
     "default_capacity": "set capacity: {type: fixed, blocks: N}",
     "op_level_timing": "it comes with the op-time table",
+    "mla_checkpoint_quantization": "the MLA / DSA plans price block-fp8 checkpoints and int4 "
+    "routed experts beside bf16 GEMMs (moonshotai/Kimi-K2.5); use one, or fixed / polynomial "
+    "timing with a fixed KV capacity",
     "checkpoint_quantization": "use the unquantized (BF16), a block-scaled fp8, a per-tensor "
     "fp8 or an NVFP4 checkpoint, or fixed / polynomial timing with a fixed KV capacity (they do "
     "not read the precision)",
@@ -118,6 +122,8 @@ def _unpriced_quantization(cfg: Config) -> str | None:
             return None
     elif model.weight_quant == "fp8_block" and not model.kv_cache_quant:
         return None
+    elif model.experts_only_quant and not model.kv_cache_quant:
+        return None  # int4 routed experts, bf16 GEMMs and KV (Kimi-K2.5; memory: _memory_of)
     parts = [f"weights {model.weight_quant}"] if model.weight_quant else []
     if model.kv_cache_quant:
         parts.append(f"KV cache {model.kv_cache_quant}")
@@ -186,7 +192,8 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         yield "images", "engine.workers.encoder", "an encoder worker (EPD)"
     quantized = _unpriced_quantization(cfg)
     if quantized is not None:
-        yield "checkpoint_quantization", "engine.model", f"{eng.model!r} is {quantized}, which"
+        feature = "mla_checkpoint_quantization" if mla else "checkpoint_quantization"
+        yield feature, "engine.model", f"{eng.model!r} is {quantized}, which"
     for role, w in eng.workers.items():
         base = f"engine.workers.{role}"
         yield from _worker_features(w, base)

@@ -32,12 +32,18 @@ MOE_DISTRIBUTION = "power_law_1.01"  # DeepSeek token routing of the moe table
 
 @dataclass(frozen=True)
 class DeepSeekDtypes:
-    gemm: str  # GEMMs and routed experts: the checkpoint's weight quant, else bf16
+    gemm: str  # GEMMs: the checkpoint's weight quant, else bf16
     kv: str  # KV cache: fp8 with a quantized checkpoint, else bf16
+    moe: str  # routed experts: the checkpoint's weight quant, else bf16
 
     @classmethod
     def of(cls, model: ModelArch) -> DeepSeekDtypes:
-        return cls(model.weight_quant or "bfloat16", "fp8" if model.weight_quant else "bfloat16")
+        weights = model.weight_quant or "bfloat16"
+        if model.experts_only_quant:
+            # int4 experts beside bf16 GEMMs keep a bf16 KV cache (oracle: Kimi-K2.5's MLA
+            # module reads the bf16 / bf16 rows, its memory model 61 x 576 x 2 bytes a token)
+            return cls("bfloat16", model.kv_cache_quant or "bfloat16", weights)
+        return cls(weights, "fp8" if model.weight_quant else "bfloat16", weights)
 
 
 @dataclass
@@ -101,7 +107,7 @@ def build_deepseek_plan(
     moe = moe_curve(
         tables,
         model,
-        dtype=dtypes.gemm,
+        dtype=dtypes.moe,
         distribution=MOE_DISTRIBUTION,
         moe_tp=deployment.moe_tensor,
         moe_ep=deployment.moe_expert,
@@ -113,7 +119,7 @@ def build_deepseek_plan(
 
     h = model.hidden_size
     L = model.num_layers
-    gather = gather_scale(deployment.backend, dtypes.gemm, adp, system)
+    gather = gather_scale(deployment.backend, dtypes.moe, adp, system)
     shared_inter = _shared_inter(model, shared_tp)
 
     def moe_block(phase: str, layer: float) -> tuple[list[OpRow], list[OpRow]]:

@@ -20,6 +20,7 @@ DTYPE_BYTES = {
     "fp8_static": 1.0,
     "int8": 1.0,
     "nvfp4": 0.5625,
+    "int4_wo": 0.5,  # 4-bit integer weights (w4a16 routed experts)
 }
 # the system's tensor-core FLOP/s key, per table dtype name
 _DTYPE_FLOPS_KEY = {
@@ -30,6 +31,9 @@ _DTYPE_FLOPS_KEY = {
     "fp8_static": "fp8_tc_flops",
     "int8": "int8_tc_flops",
     "nvfp4": "fp4_tc_flops",
+    # weight-only int4 multiplies bf16 activations: the MoE SOL's math is at the bf16 rate
+    # (oracle: Kimi-K2.5's int4 experts, 8192 tokens at EP8, SOL math 0.3207 ms per layer)
+    "int4_wo": "bfloat16_tc_flops",
 }
 
 
