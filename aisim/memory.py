@@ -120,13 +120,14 @@ def weights_bytes(
             attn += h * model.index_n_heads
         # shared expert: split by TP for DeepSeek-V3/R1, by moe_tensor for V3.2 [observed]
         shared_split = tp if family == "deepseek" else moe_tensor
+        attn_bytes, shared_bytes = _nvfp4_exclusions(model, gemm_bytes)
         layer = (
-            attn * gemm_bytes
+            attn * attn_bytes
             + 3
             * model.moe_intermediate_size
             * h
             * model.num_shared_experts
-            * gemm_bytes
+            * shared_bytes
             / shared_split
             + h * model.num_experts * 2.0
             + _routed(model, moe_tensor, moe_expert) * moe_bytes
@@ -155,6 +156,16 @@ def weights_bytes(
     inter = model.intermediate_size / tp
     layer = attn + (2 * inter * h + h * inter) * gemm_bytes  # gate+up, down
     return (model.num_layers * layer + vocab_tp + vocab_tp) / pipeline  # embedding + LM head
+
+
+def _nvfp4_exclusions(model: ModelArch, gemm_bytes: float) -> tuple[float, float]:
+    """(attention, shared expert) bytes per weight of an MLA model: an NVFP4 export's exclusion
+    lists keep them bf16 (oracle: Kimi-K2.5-NVFP4 counts its attention projections at 2 bytes,
+    its shared experts at 0.5625; docs/timing.md 7.2); otherwise the GEMMs' bytes."""
+    if model.weight_quant != "nvfp4":
+        return gemm_bytes, gemm_bytes
+    attn = 2.0 if "o" in model.attention_excluded else gemm_bytes
+    return attn, 2.0 if model.shared_experts_excluded else gemm_bytes
 
 
 def _routed(model: ModelArch, moe_tensor: int, moe_expert: int) -> float:

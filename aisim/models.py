@@ -49,6 +49,10 @@ class ModelArch:
     # the weight algorithm covers the routed experts alone: the checkpoint's ignore list keeps
     # attention and shared-expert GEMMs bf16, and the KV cache stays bf16 unless declared
     experts_only_quant: bool = False
+    # attention projection groups ("q", "kv", "o", "indexer") and shared experts the
+    # checkpoint's exclusion lists keep unquantized (see quant_exclusions)
+    attention_excluded: tuple[str, ...] = ()  # sorted
+    shared_experts_excluded: bool = False
 
 
 def shipped_model_ids() -> list[str]:
@@ -66,6 +70,7 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
     raw = _language_model(raw)
     weights, kv, where = checkpoint_quantization(raw, hf_quant)
     experts_only = weights == INT4_WEIGHT_ONLY and _experts_only(raw.get("quantization_config"))
+    attention_excluded, shared_excluded = quant_exclusions(raw, hf_quant)
     try:
         heads = int(raw["num_attention_heads"])
         kv_heads = int(raw.get("num_key_value_heads", heads))
@@ -103,6 +108,8 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
             kv_cache_quant=kv,
             quant_source=where,
             experts_only_quant=experts_only,
+            attention_excluded=attention_excluded,
+            shared_experts_excluded=shared_excluded,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{field}: model config {model!r} lacks a usable {exc}") from None
@@ -262,6 +269,45 @@ def _experts_only(qcfg) -> bool:
         return False
 
     return all(map(ignored, _ATTENTION_AND_SHARED)) and not ignored(_ROUTED_EXPERT)
+
+
+# attention projection groups and the module names that place an exclusion entry in each
+_PROJECTION_GROUPS = {
+    "q": ("q_a_proj", "q_b_proj", "q_proj"),
+    "kv": ("kv_a_proj", "kv_b_proj", "kv_proj", "k_proj", "v_proj"),
+    "o": ("o_proj",),
+    "indexer": ("indexer",),
+}
+_WHOLE_BLOCK_TAILS = ("", "*", ".*")
+
+
+def quant_exclusions(raw: dict, hf_quant: dict | None) -> tuple[tuple[str, ...], bool]:
+    """(attention projection groups kept unquantized, whether the shared experts are) from
+    every exclusion list a checkpoint declares: config.json's quantization_config
+    (modules_to_not_convert / exclude_modules / ignore) and hf_quant_config.json's
+    (exclude_modules / ignore). An entry naming the whole attention block (`...self_attn*`)
+    covers every group; other entries count by the projection they name (oracle: GLM-5 /
+    GLM-5.1 / Kimi-K2.5 NVFP4 exclude the block, DeepSeek-V3.1 / V3.2 NVFP4 only q / kv and
+    the indexer; docs/timing.md 3.5, 3.6)."""
+    qcfg = raw.get("quantization_config")
+    hf = hf_quant.get("quantization") if isinstance(hf_quant, dict) else None
+    entries: list[str] = []
+    for section, keys in (
+        (qcfg, ("modules_to_not_convert", "exclude_modules", "ignore")),
+        (hf, ("exclude_modules", "ignore")),
+    ):
+        for key in keys if isinstance(section, dict) else ():
+            value = section.get(key)
+            entries += [str(e) for e in value] if isinstance(value, list) else []
+    groups: set[str] = set()
+    for entry in entries:
+        if "self_attn" in entry and entry.rsplit("self_attn", 1)[1] in _WHOLE_BLOCK_TAILS:
+            groups.update(_PROJECTION_GROUPS)
+            continue
+        groups.update(
+            g for g, names in _PROJECTION_GROUPS.items() if any(n in entry for n in names)
+        )
+    return tuple(sorted(groups)), any("shared_expert" in e for e in entries)
 
 
 def _dynamic_activations(qcfg: dict) -> bool:

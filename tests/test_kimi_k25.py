@@ -121,9 +121,10 @@ def test_the_memory_model_keeps_gemms_and_kv_bf16() -> None:
     assert model.num_layers * (model.kv_lora_rank + model.qk_rope_head_dim) * 2 == 70_272
 
 
-def test_int4_gemms_and_nvfp4_mla_checkpoints_are_refused(tmp_path: Path) -> None:
+def test_int4_gemms_and_unpriced_nvfp4_mla_checkpoints_are_refused(tmp_path: Path) -> None:
     """An ignore list that leaves the attention GEMMs int4 (AISimulate: no int4_wo GEMM rows)
-    and an NVFP4 MLA checkpoint are refused in one line naming what the MLA plans price."""
+    and the NVFP4 MLA / DSA exports aisim cannot price (tests/test_mla_nvfp4.py) are refused
+    in one line naming what the MLA plans price."""
     raw = json.loads(
         (Path(__file__).parent.parent / "data/models/moonshotai--Kimi-K2.5_config.json").read_text()
     )
@@ -132,7 +133,7 @@ def test_int4_gemms_and_nvfp4_mla_checkpoints_are_refused(tmp_path: Path) -> Non
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(raw))
     assert not load_model(str(folder)).experts_only_quant
-    for model in (str(folder), "nvidia/Kimi-K2.5-NVFP4"):
+    for model in (str(folder), "nvidia/DeepSeek-V3.1-NVFP4", "nvidia/DeepSeek-V3.2-NVFP4"):
         sets = {"moonshotai/Kimi-K2.5": model}
         lines = unsupported_features(load_config(str(_config(tmp_path, 1, 8, **sets))))
         assert len(lines) == 1 and "int4 routed experts" in lines[0], lines

@@ -53,9 +53,10 @@ _FIXES = {
     "(AISimulate's defaults and its packaged database)",
     "default_capacity": "set capacity: {type: fixed, blocks: N}",
     "op_level_timing": "it comes with the op-time table",
-    "mla_checkpoint_quantization": "the MLA / DSA plans price block-fp8 checkpoints and int4 "
-    "routed experts beside bf16 GEMMs (moonshotai/Kimi-K2.5); use one, or fixed / polynomial "
-    "timing with a fixed KV capacity",
+    "mla_checkpoint_quantization": "the MLA / DSA plans price block-fp8 checkpoints, int4 "
+    "routed experts beside bf16 GEMMs (moonshotai/Kimi-K2.5) and NVFP4 exports with an fp8 KV "
+    "cache whose MLA block is bf16 or NVFP4 throughout (nvidia/Kimi-K2.5-NVFP4); "
+    "use one, or fixed / polynomial timing with a fixed KV capacity",
     "checkpoint_quantization": "use the unquantized (BF16), a block-scaled fp8, a per-tensor "
     "fp8 or an NVFP4 checkpoint, or fixed / polynomial timing with a fixed KV capacity (they do "
     "not read the precision)",
@@ -122,6 +123,23 @@ def _unpriced_quantization(cfg: Config) -> str | None:
             return None
     elif model.weight_quant == "fp8_block" and not model.kv_cache_quant:
         return None
+    elif model.weight_quant == "nvfp4" and model.kv_cache_quant == "fp8":
+        # NVIDIA ModelOpt exports (docs/timing.md 3.5, 3.6): DSA modules take o_proj's dtype;
+        # a dense MLA block is one module only when every projection shares a dtype
+        excluded = set(model.attention_excluded) & {"q", "kv", "o"}
+        if model.index_n_heads > 0:
+            return (
+                "an NVFP4 DSA checkpoint, whose dsa_context_module / dsa_generation_module rows "
+                "(gemm_type nvfp4 or bfloat16) aisim reads exactly on their grid only (its "
+                "off-grid module SOL is fitted to fp8 GEMMs)"
+            )
+        if excluded in (set(), {"q", "kv", "o"}):
+            return None
+        return (
+            "an NVFP4 checkpoint whose MLA attention keeps q / kv projections bf16 and o_proj "
+            "NVFP4 (AISimulate prices that block as separate per-projection GEMMs and attention "
+            "kernels, which aisim has no plan for)"
+        )
     elif model.experts_only_quant and not model.kv_cache_quant:
         return None  # int4 routed experts, bf16 GEMMs and KV (Kimi-K2.5; memory: _memory_of)
     parts = [f"weights {model.weight_quant}"] if model.weight_quant else []

@@ -35,6 +35,12 @@ class DeepSeekDtypes:
     gemm: str  # GEMMs: the checkpoint's weight quant, else bf16
     kv: str  # KV cache: fp8 with a quantized checkpoint, else bf16
     moe: str  # routed experts: the checkpoint's weight quant, else bf16
+    attention: str = ""  # the attention module's GEMMs (module rows' gemm_type); "" = gemm
+    shared: str = ""  # the shared expert's GEMMs; "" = gemm
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attention", self.attention or self.gemm)
+        object.__setattr__(self, "shared", self.shared or self.gemm)
 
     @classmethod
     def of(cls, model: ModelArch) -> DeepSeekDtypes:
@@ -43,7 +49,20 @@ class DeepSeekDtypes:
             # int4 experts beside bf16 GEMMs keep a bf16 KV cache (oracle: Kimi-K2.5's MLA
             # module reads the bf16 / bf16 rows, its memory model 61 x 576 x 2 bytes a token)
             return cls("bfloat16", model.kv_cache_quant or "bfloat16", weights)
-        return cls(weights, "fp8" if model.weight_quant else "bfloat16", weights)
+        kv = "fp8" if model.weight_quant else "bfloat16"
+        if weights != "nvfp4":
+            return cls(weights, kv, weights)
+        # NVFP4 exports keep parts bf16 by their exclusion lists: the module rows carry one
+        # gemm_type, o_proj's (the largest projection), and the shared expert its own
+        # (docs/timing.md 3.5, 3.6)
+        excluded = model.attention_excluded
+        return cls(
+            weights,
+            kv,
+            weights,
+            attention="bfloat16" if "o" in excluded else weights,
+            shared="bfloat16" if model.shared_experts_excluded else weights,
+        )
 
 
 @dataclass
@@ -74,8 +93,8 @@ def deepseek_gemms(
     h = model.hidden_size
     shared_inter = _shared_inter(model, shared_tp)
     ops = [
-        GemmOp("shared_gate_up_gemm", 2 * shared_inter, h, dtypes.gemm),
-        GemmOp("shared_ffn2_gemm", h, shared_inter, dtypes.gemm),
+        GemmOp("shared_gate_up_gemm", 2 * shared_inter, h, dtypes.shared),
+        GemmOp("shared_ffn2_gemm", h, shared_inter, dtypes.shared),
         GemmOp("router_gemm", model.num_experts, h, "bfloat16"),
         # n > 65536 at TP 1: resolved by the frontier waiver
         GemmOp("logits_gemm", model.vocab_size // deployment.tensor, h, "bfloat16"),

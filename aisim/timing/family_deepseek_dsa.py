@@ -40,8 +40,10 @@ def build_deepseek_dsa_plan(
     heads = model.num_attention_heads // deployment.tensor
     dtypes = DeepSeekDtypes.of(model)
     gemms = deepseek_gemms(model, tables, system, deployment, SHARED_EXPERT_TP, [])
-    key = module_key(model, "architecture", ARCHITECTURES[model.model_type], dtypes.gemm, dtypes.kv)
-    par = dsa_module_par(model, heads, dtypes.gemm, dtypes.kv, system)
+    key = module_key(
+        model, "architecture", ARCHITECTURES[model.model_type], dtypes.attention, dtypes.kv
+    )
+    par = dsa_module_par(model, heads, dtypes.attention, dtypes.kv, system)
     context = module_slice(tables, CONTEXT_MODULE, key, heads, par, where)
     generation = module_slice(tables, GENERATION_MODULE, key, heads, par.copy(), where)
     # the context hold borrows every head count (optime_dsa)

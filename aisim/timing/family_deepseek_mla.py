@@ -62,12 +62,12 @@ def build_deepseek_mla_plan(
     heads = model.num_attention_heads // t
     dtypes = DeepSeekDtypes.of(model)
     trtllm = deployment.backend == "trtllm"
-    block_gemms = _trtllm_block_gemms(model, heads, dtypes.gemm) if trtllm else []
+    block_gemms = _trtllm_block_gemms(model, heads, dtypes.attention) if trtllm else []
     gemms = deepseek_gemms(model, tables, system, deployment, t, block_gemms)
-    key = module_key(model, "model", MODULE_MODEL, dtypes.gemm, dtypes.kv)
+    key = module_key(model, "model", MODULE_MODEL, dtypes.attention, dtypes.kv)
     qk = model.qk_nope_head_dim + model.qk_rope_head_dim
     kv_bytes = DTYPE_BYTES[dtypes.kv]
-    module_par = mla_module_par(model, heads, dtypes.gemm, dtypes.kv, system)
+    module_par = mla_module_par(model, heads, dtypes.attention, dtypes.kv, system)
     # a deployment whose context module table lacks the rank's head count is refused on both
     # backends, although only vLLM reads that table (and across all head counts)
     module_slice(tables, CONTEXT_MODULE, key, heads, module_par, where)

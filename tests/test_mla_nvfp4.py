@@ -1,0 +1,129 @@
+"""NVFP4 exports of the MLA / DSA models (NVIDIA ModelOpt): which parts their exclusion lists
+keep bf16, how the Kimi-K2.5 export is priced, and what is refused.
+
+Per-op figures are AISimulate 0.13's (`predict --detail time`, one request of 1024 prompt
+tokens and two output tokens on b200_sxm, attention-DP 8 x EP8); memory figures its
+`--detail memory`. Whole runs: the goldens mla-kimi-k25-nvfp4-*.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from aisim.cli import main
+from aisim.config import load_config, unsupported_features
+from aisim.models import load_model
+
+REL = 1e-9
+GOLDEN = Path(__file__).parent / "golden"
+
+# backend -> {op: AISimulate's ms}
+ORACLE = {
+    "vllm": {
+        "context_mla_block": 13.505400000000002,  # module rows gemm_type bfloat16, kv fp8
+        "context_shared_gate_up_gemm": 1.298405297100544,  # nvfp4
+        "context_shared_ffn2_gemm": 1.036837350577116,
+        "context_moe": 32.26460762023925,
+        "generation_mla_block": 4.5323,
+        "generation_moe_overlap": 6.27657869991991,
+    },
+    "trtllm": {
+        "context_mla_block": 16.96094697671891,  # bf16 block GEMMs + the fp8 context_mla kernel
+        "context_shared_gate_up_gemm": 1.5720106383164723,
+        "context_moe": 38.13817644119263,
+        "context_moe_pre_dispatch": 7.0195940624999995,  # NVFP4 gather (docs/timing.md 3.7)
+        "generation_mla_block": 3.8369,
+        "generation_moe_overlap": 7.285975942391516,
+    },
+}
+
+
+def test_exclusion_lists_name_the_bf16_parts() -> None:
+    """GLM-5 / GLM-5.1 / Kimi-K2.5 exclude the whole attention block (by every projection or a
+    `self_attn*` glob), DeepSeek-V3.1 / V3.2 only q / kv (and the indexer); GLM-5.1 also keeps
+    its shared experts bf16."""
+    cases = {
+        "nvidia/DeepSeek-V3.1-NVFP4": (("kv", "q"), False),
+        "nvidia/DeepSeek-V3.2-NVFP4": (("indexer", "kv", "q"), False),
+        "nvidia/GLM-5-NVFP4": (("indexer", "kv", "o", "q"), False),
+        "nvidia/GLM-5.1-NVFP4": (("indexer", "kv", "o", "q"), True),
+        "nvidia/Kimi-K2.5-NVFP4": (("indexer", "kv", "o", "q"), False),
+        "deepseek-ai/DeepSeek-V3": ((), False),
+    }
+    for model_id, want in cases.items():
+        model = load_model(model_id)
+        assert (model.attention_excluded, model.shared_experts_excluded) == want, model_id
+
+
+def test_kimi_k25_nvfp4_dtypes() -> None:
+    from aisim.timing.deepseek_layers import DeepSeekDtypes
+
+    d = DeepSeekDtypes.of(load_model("nvidia/Kimi-K2.5-NVFP4"))
+    assert (d.gemm, d.attention, d.shared, d.moe, d.kv) == (
+        "nvfp4",
+        "bfloat16",
+        "nvfp4",
+        "nvfp4",
+        "fp8",
+    )
+    fp8 = DeepSeekDtypes.of(load_model("deepseek-ai/DeepSeek-V3"))
+    assert (fp8.attention, fp8.shared) == ("fp8_block", "fp8_block")
+
+
+@pytest.mark.parametrize("backend", sorted(ORACLE))
+def test_kimi_k25_nvfp4_per_op_prices_are_aisimulates(tmp_path: Path, backend: str) -> None:
+    path = GOLDEN / f"mla-kimi-k25-nvfp4-{backend}-dp8-ep8" / "config.yaml"
+    res = CliRunner().invoke(
+        main,
+        ["estimate", "-c", str(path), "--prefill", "1x1024", "--decode", "1x1025", "--format=json"],
+    )
+    assert res.exit_code == 0, res.output
+    got = {}
+    for p in json.loads(res.output)["passes"]:
+        got.update({op["op"]: op["ms"] for op in p["ops"]})
+    for name, ref in ORACLE[backend].items():
+        assert abs(got[name] - ref) <= REL * ref, (name, got[name], ref)
+
+
+@pytest.mark.parametrize(
+    ("golden", "blocks"),
+    [
+        ("mla-kimi-k25-nvfp4-vllm-tp8-default-capacity", 40_222),
+        ("mla-kimi-k25-nvfp4-trtllm-dp8-default-capacity", 38_439),
+    ],
+)
+def test_kimi_k25_nvfp4_memory_counts_bf16_attention(golden: str, blocks: int) -> None:
+    """AISimulate's weights count the excluded attention projections at 2 bytes and the shared
+    experts at NVFP4's 0.5625 (weights 78,859,485,184 B at TP8; 91,415,642,112 at DP8); the KV
+    cache is fp8, 61 x 576 bytes a token."""
+    from aisim.engine.spec import memory_breakdown
+
+    cfg = load_config(str(GOLDEN / golden / "config.yaml"))
+    worker = cfg.engine.workers["aggregated"]
+    model = load_model(cfg.engine.model)
+    mem = memory_breakdown(cfg, worker, model, "c.yaml", strict=False).as_dict()
+    assert mem["estimated_num_gpu_blocks"] == blocks, mem
+    assert mem["kv_size_per_token_bytes"] == 35_136, mem
+
+
+@pytest.mark.parametrize(
+    ("model_id", "words"),
+    [
+        ("nvidia/DeepSeek-V3.1-NVFP4", "q / kv projections bf16 and o_proj NVFP4"),
+        ("nvidia/DeepSeek-V3.2-NVFP4", "dsa_context_module / dsa_generation_module"),
+        ("nvidia/GLM-5-NVFP4", "dsa_context_module / dsa_generation_module"),
+        ("nvidia/GLM-5.1-NVFP4", "dsa_context_module / dsa_generation_module"),
+    ],
+)
+def test_unpriced_nvfp4_exports_are_refused_in_one_line(
+    tmp_path: Path, model_id: str, words: str
+) -> None:
+    text = (GOLDEN / "mla-kimi-k25-nvfp4-vllm-dp8-ep8" / "config.yaml").read_text()
+    path = tmp_path / "c.yaml"
+    path.write_text(text.replace("nvidia/Kimi-K2.5-NVFP4", model_id))
+    lines = unsupported_features(load_config(str(path)))
+    assert len(lines) == 1 and "\n" not in lines[0] and words in lines[0], lines
