@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aisim.errors import CapacityError, ConfigError, NotAvailableError
-from aisim.models import ModelArch
+from aisim.models import ModelArch, attention_excluded_on
 
 # b200_sxm system constants (misc.nccl_mem and misc.other_mem of the silicon system yaml);
 # the caller passes the compiled system's values, these are only the defaults.
@@ -100,6 +100,7 @@ def weights_bytes(
     moe_expert: int,
     gemm_bytes: float,
     moe_bytes: float,
+    backend: str = "vllm",
 ) -> float:
     """Resident weights of one rank (context op list / pp); norms count 0, vocab GEMMs bf16."""
     h, tp = model.hidden_size, tensor
@@ -120,9 +121,10 @@ def weights_bytes(
             attn += h * model.index_n_heads
         # shared expert: split by TP for DeepSeek-V3/R1, by moe_tensor for V3.2 [observed]
         shared_split = tp if family == "deepseek" else moe_tensor
-        attn_bytes, shared_bytes = _nvfp4_exclusions(model, gemm_bytes)
+        shared_bf16 = model.weight_quant == "nvfp4" and model.shared_experts_excluded
+        shared_bytes = 2.0 if shared_bf16 else gemm_bytes
         layer = (
-            attn * attn_bytes
+            _attention_bytes(model, backend, n_loc, attn, gemm_bytes)
             + 3
             * model.moe_intermediate_size
             * h
@@ -158,14 +160,28 @@ def weights_bytes(
     return (model.num_layers * layer + vocab_tp + vocab_tp) / pipeline  # embedding + LM head
 
 
-def _nvfp4_exclusions(model: ModelArch, gemm_bytes: float) -> tuple[float, float]:
-    """(attention, shared expert) bytes per weight of an MLA model: an NVFP4 export's exclusion
-    lists keep them bf16 (oracle: Kimi-K2.5-NVFP4 counts its attention projections at 2 bytes,
-    its shared experts at 0.5625; docs/timing.md 7.2); otherwise the GEMMs' bytes."""
-    if model.weight_quant != "nvfp4":
-        return gemm_bytes, gemm_bytes
-    attn = 2.0 if "o" in model.attention_excluded else gemm_bytes
-    return attn, 2.0 if model.shared_experts_excluded else gemm_bytes
+def _attention_bytes(
+    model: ModelArch, backend: str, n_loc: int, attn: float, gemm_bytes: float
+) -> float:
+    """Resident bytes of an MLA layer's `attn` attention weights: an fp8_block or NVFP4
+    checkpoint's exclusion lists keep projection groups bf16 (oracle: Kimi-K2.5-NVFP4 counts
+    its whole attention at 2 bytes, GLM-5-FP8 with o_proj alone excluded its o_proj, on TRT-LLM
+    its whole block; docs/timing.md 7.2)."""
+    if model.weight_quant not in ("nvfp4", "fp8_block"):
+        return attn * gemm_bytes
+    excluded = attention_excluded_on(model, backend)
+    if excluded >= {"q", "kv", "o", "indexer"}:
+        return attn * 2.0
+    h = model.hidden_size
+    qk = model.qk_nope_head_dim + model.qk_rope_head_dim
+    groups = {
+        "q": h * model.q_lora_rank + model.q_lora_rank * n_loc * qk,
+        "kv": h * (model.kv_lora_rank + model.qk_rope_head_dim)
+        + model.kv_lora_rank * n_loc * (model.qk_nope_head_dim + model.v_head_dim),
+        "o": n_loc * model.v_head_dim * h,
+    }
+    kept = float(sum(w for g, w in groups.items() if g in excluded))
+    return (attn - kept) * gemm_bytes + kept * 2.0
 
 
 def _routed(model: ModelArch, moe_tensor: int, moe_expert: int) -> float:
@@ -399,6 +415,7 @@ def kv_blocks_from_memory(
         moe_expert=moe_expert,
         gemm_bytes=quant_bytes(gemm_q, "gemm_quant_mode"),
         moe_bytes=quant_bytes(moe_q, "moe_quant_mode"),
+        backend=backend,
     )
     a = activations_bytes(
         model,

@@ -53,6 +53,9 @@ class ModelArch:
     # checkpoint's exclusion lists keep unquantized (see quant_exclusions)
     attention_excluded: tuple[str, ...] = ()  # sorted
     shared_experts_excluded: bool = False
+    # an entry inside the attention block names none of its projections (GLM-5-FP8's
+    # `self_attn.q_a_layernorm`): read per backend and plan (attention_excluded_on)
+    attention_other_excluded: bool = False
 
 
 def shipped_model_ids() -> list[str]:
@@ -70,7 +73,7 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
     raw = _language_model(raw)
     weights, kv, where = checkpoint_quantization(raw, hf_quant)
     experts_only = weights == INT4_WEIGHT_ONLY and _experts_only(raw.get("quantization_config"))
-    attention_excluded, shared_excluded = quant_exclusions(raw, hf_quant)
+    attention_excluded, shared_excluded, other_excluded = quant_exclusions(raw, hf_quant)
     try:
         heads = int(raw["num_attention_heads"])
         kv_heads = int(raw.get("num_key_value_heads", heads))
@@ -110,6 +113,7 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
             experts_only_quant=experts_only,
             attention_excluded=attention_excluded,
             shared_experts_excluded=shared_excluded,
+            attention_other_excluded=other_excluded,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{field}: model config {model!r} lacks a usable {exc}") from None
@@ -281,14 +285,15 @@ _PROJECTION_GROUPS = {
 _WHOLE_BLOCK_TAILS = ("", "*", ".*")
 
 
-def quant_exclusions(raw: dict, hf_quant: dict | None) -> tuple[tuple[str, ...], bool]:
-    """(attention projection groups kept unquantized, whether the shared experts are) from
-    every exclusion list a checkpoint declares: config.json's quantization_config
-    (modules_to_not_convert / exclude_modules / ignore) and hf_quant_config.json's
-    (exclude_modules / ignore). An entry naming the whole attention block (`...self_attn*`)
-    covers every group; other entries count by the projection they name (oracle: GLM-5 /
-    GLM-5.1 / Kimi-K2.5 NVFP4 exclude the block, DeepSeek-V3.1 / V3.2 NVFP4 only q / kv and
-    the indexer; docs/timing.md 3.5, 3.6)."""
+def quant_exclusions(raw: dict, hf_quant: dict | None) -> tuple[tuple[str, ...], bool, bool]:
+    """(attention projection groups kept unquantized, whether the shared experts are, whether
+    an entry inside the attention block names none of its projections) from every exclusion
+    list a checkpoint declares: config.json's quantization_config (modules_to_not_convert /
+    exclude_modules / ignore) and hf_quant_config.json's (exclude_modules / ignore). An entry
+    naming the whole attention block (`...self_attn*`) covers every group; other entries count
+    by the projection they name (oracle: GLM-5 / GLM-5.1 / Kimi-K2.5 NVFP4 exclude the block,
+    DeepSeek-V3.1 / V3.2 NVFP4 only q / kv and the indexer; docs/timing.md 3.5, 3.6). An entry
+    under `self_attn` naming no projection (a norm) is kept apart: attention_excluded_on."""
     qcfg = raw.get("quantization_config")
     hf = hf_quant.get("quantization") if isinstance(hf_quant, dict) else None
     entries: list[str] = []
@@ -300,14 +305,28 @@ def quant_exclusions(raw: dict, hf_quant: dict | None) -> tuple[tuple[str, ...],
             value = section.get(key)
             entries += [str(e) for e in value] if isinstance(value, list) else []
     groups: set[str] = set()
+    other = False
     for entry in entries:
         if "self_attn" in entry and entry.rsplit("self_attn", 1)[1] in _WHOLE_BLOCK_TAILS:
             groups.update(_PROJECTION_GROUPS)
             continue
-        groups.update(
-            g for g, names in _PROJECTION_GROUPS.items() if any(n in entry for n in names)
-        )
-    return tuple(sorted(groups)), any("shared_expert" in e for e in entries)
+        named = {g for g, names in _PROJECTION_GROUPS.items() if any(n in entry for n in names)}
+        groups |= named
+        other = other or ("self_attn" in entry and not named)
+    return tuple(sorted(groups)), any("shared_expert" in e for e in entries), other
+
+
+def attention_excluded_on(model: ModelArch, backend: str) -> frozenset[str]:
+    """The attention projection groups a backend's plan keeps unquantized. An exclusion entry
+    under `self_attn` naming no projection (GLM-5-FP8's q_a / kv_a layernorms) excludes the
+    whole block on TRT-LLM (DSA and dense MLA) and in vLLM's dense MLA plan, not in vLLM's DSA
+    plan (oracle, one entry at a time on GLM-5-FP8, DeepSeek-V3.2 and DeepSeek-V3: module rows
+    and resident weights; docs/timing.md 3.5)."""
+    groups = frozenset(model.attention_excluded)
+    vllm_dsa = backend == "vllm" and model.index_n_heads > 0
+    if model.attention_other_excluded and not vllm_dsa:
+        return frozenset(_PROJECTION_GROUPS)
+    return groups
 
 
 def _dynamic_activations(qcfg: dict) -> bool:

@@ -276,7 +276,6 @@ def test_kimi_k2_trtllm_context_mla_block_reads_deepseeks_kernel_rows() -> None:
 @pytest.mark.parametrize(
     ("edit", "words"),
     [
-        ({"backend": "trtllm"}, "GLM-5 on trtllm is not available yet in aisim; use backend vllm"),
         ({"bf16": True}, "GLM-5 with bfloat16 weights is not available yet in aisim"),
     ],
 )

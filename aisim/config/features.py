@@ -121,24 +121,30 @@ def _unpriced_quantization(cfg: Config) -> str | None:
             "bfloat16",
         ):
             return None
-    elif model.weight_quant == "fp8_block" and not model.kv_cache_quant:
-        return None
-    elif model.weight_quant == "nvfp4" and model.kv_cache_quant == "fp8":
-        # NVIDIA ModelOpt exports (docs/timing.md 3.5, 3.6): DSA modules take o_proj's dtype;
-        # a dense MLA block is one module only when every projection shares a dtype
-        excluded = set(model.attention_excluded) & {"q", "kv", "o"}
-        if model.index_n_heads > 0:
+    elif model.weight_quant in ("fp8_block", "nvfp4") and model.kv_cache_quant == (
+        "fp8" if model.weight_quant == "nvfp4" else ""
+    ):
+        # exclusion lists (docs/timing.md 3.5, 3.6): DSA modules take o_proj's dtype; a dense
+        # MLA block is one module only when every projection shares a dtype
+        from aisim.models import attention_excluded_on
+
+        excluded = attention_excluded_on(model, cfg.engine.backend) & {"q", "kv", "o"}
+        if model.index_n_heads > 0 and model.weight_quant == "nvfp4":
             return (
                 "an NVFP4 DSA checkpoint, whose dsa_context_module / dsa_generation_module rows "
                 "(gemm_type nvfp4 or bfloat16) aisim reads exactly on their grid only (its "
                 "off-grid module SOL is fitted to fp8 GEMMs)"
             )
-        if excluded in (set(), {"q", "kv", "o"}):
+        if model.index_n_heads > 0 or excluded in (set(), {"q", "kv", "o"}):
             return None
+        names = {"q": "q", "kv": "kv", "o": "o_proj"}
+        kept = " / ".join(names[g] for g in names if g in excluded)
+        rest = " / ".join(names[g] for g in names if g not in excluded)
+        dtype = "NVFP4" if model.weight_quant == "nvfp4" else "block-fp8"
         return (
-            "an NVFP4 checkpoint whose MLA attention keeps q / kv projections bf16 and o_proj "
-            "NVFP4 (AISimulate prices that block as separate per-projection GEMMs and attention "
-            "kernels, which aisim has no plan for)"
+            f"a {dtype} checkpoint whose MLA attention keeps {kept} projections bf16 and "
+            f"{rest} {dtype} (AISimulate prices that block as separate per-projection GEMMs "
+            "and attention kernels, which aisim has no plan for)"
         )
     elif model.experts_only_quant and not model.kv_cache_quant:
         return None  # int4 routed experts, bf16 GEMMs and KV (Kimi-K2.5; memory: _memory_of)

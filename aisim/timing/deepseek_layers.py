@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from aisim.kernels import optime_pass as KP
 from aisim.kernels.optime_attention import GridSlice
-from aisim.models import ModelArch
+from aisim.models import ModelArch, attention_excluded_on
 from aisim.timing.leaf_attention import absent_grid
 from aisim.timing.leaf_dispatch import dispatch_curves, gather_scale
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites
@@ -43,25 +43,26 @@ class DeepSeekDtypes:
         object.__setattr__(self, "shared", self.shared or self.gemm)
 
     @classmethod
-    def of(cls, model: ModelArch) -> DeepSeekDtypes:
+    def of(cls, model: ModelArch, backend: str = "vllm") -> DeepSeekDtypes:
         weights = model.weight_quant or "bfloat16"
         if model.experts_only_quant:
             # int4 experts beside bf16 GEMMs keep a bf16 KV cache (oracle: Kimi-K2.5's MLA
             # module reads the bf16 / bf16 rows, its memory model 61 x 576 x 2 bytes a token)
             return cls("bfloat16", model.kv_cache_quant or "bfloat16", weights)
         kv = "fp8" if model.weight_quant else "bfloat16"
-        if weights != "nvfp4":
+        if weights not in ("nvfp4", "fp8_block"):
             return cls(weights, kv, weights)
-        # NVFP4 exports keep parts bf16 by their exclusion lists: the module rows carry one
-        # gemm_type, o_proj's (the largest projection), and the shared expert its own
-        # (docs/timing.md 3.5, 3.6)
-        excluded = model.attention_excluded
+        # quantized checkpoints keep parts bf16 by their exclusion lists: the module rows carry
+        # one gemm_type, o_proj's (the largest projection), and an NVFP4 export's shared expert
+        # its own (docs/timing.md 3.5, 3.6)
+        excluded = attention_excluded_on(model, backend)
+        shared = weights == "nvfp4" and model.shared_experts_excluded
         return cls(
             weights,
             kv,
             weights,
             attention="bfloat16" if "o" in excluded else weights,
-            shared="bfloat16" if model.shared_experts_excluded else weights,
+            shared="bfloat16" if shared else weights,
         )
 
 
@@ -89,7 +90,7 @@ def deepseek_gemms(
 ) -> tuple[list[GemmOp], tuple]:
     """The shared expert (split over shared_tp), router and lm_head GEMMs plus the attention
     part's, resolved (gemm_sites' result); a miss names the shared-layer switch."""
-    dtypes = DeepSeekDtypes.of(model)
+    dtypes = DeepSeekDtypes.of(model, deployment.backend)
     h = model.hidden_size
     shared_inter = _shared_inter(model, shared_tp)
     ops = [
@@ -122,7 +123,7 @@ def build_deepseek_plan(
     where = deployment.where(model.model_id)
     num_gpus = deployment.moe_group_gpus(where)
     t, adp = int(deployment.tensor), int(deployment.attention_dp)
-    dtypes = DeepSeekDtypes.of(model)
+    dtypes = DeepSeekDtypes.of(model, deployment.backend)
     moe = moe_curve(
         tables,
         model,

@@ -122,11 +122,4 @@ def build_plan(
             f"{model.weight_quant or 'bfloat16'} weights is not available yet in aisim; use "
             "a block-fp8 checkpoint (zai-org/GLM-5-FP8, zai-org/GLM-5.1-FP8)"
         )
-    if model.model_type == GLM_DSA and deployment.backend != "vllm":
-        # AISimulate's TRT-LLM prefill of GLM-5 is not the V3.2 plan's (mean TTFT 8 % apart at
-        # attention-DP 8); not found yet
-        raise NotAvailableError(
-            f"op-level timing for {deployment.where(model.model_id)}: GLM-5 on "
-            f"{deployment.backend} is not available yet in aisim; use backend vllm"
-        )
     return _DEEPSEEK[model.model_type](model, tables, system, deployment)

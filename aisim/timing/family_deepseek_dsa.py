@@ -38,7 +38,7 @@ def build_deepseek_dsa_plan(
     where = deployment.where(model.model_id)
     deployment.moe_group_gpus(where)
     heads = model.num_attention_heads // deployment.tensor
-    dtypes = DeepSeekDtypes.of(model)
+    dtypes = DeepSeekDtypes.of(model, deployment.backend)
     gemms = deepseek_gemms(model, tables, system, deployment, SHARED_EXPERT_TP, [])
     key = module_key(
         model, "architecture", ARCHITECTURES[model.model_type], dtypes.attention, dtypes.kv

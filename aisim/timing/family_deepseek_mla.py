@@ -60,7 +60,7 @@ def build_deepseek_mla_plan(
     deployment.moe_group_gpus(where)
     t = int(deployment.tensor)
     heads = model.num_attention_heads // t
-    dtypes = DeepSeekDtypes.of(model)
+    dtypes = DeepSeekDtypes.of(model, deployment.backend)
     trtllm = deployment.backend == "trtllm"
     block_gemms = _trtllm_block_gemms(model, heads, dtypes.attention) if trtllm else []
     gemms = deepseek_gemms(model, tables, system, deployment, t, block_gemms)

@@ -78,7 +78,13 @@ def dsa_module_par(
         + hidden * model.index_n_heads
     )
     par[KD.DSA_WH] = wb * (model.q_lora_rank * qk + model.v_head_dim * hidden)
-    par[KD.DSA_KVB_FLOPS_H] = 2.0 * model.kv_lora_rank * (model.qk_nope_head_dim + model.v_head_dim)
+    # kv_b's FLOPs run at its GEMMs' rate: the kernel divides them by the fp8 rate, so bf16
+    # GEMMs scale them by fp8 / bf16 (oracle SOL math of GLM-5-FP8 on TRT-LLM, whose module is
+    # bf16: 1 x 1024 at 64 heads, 1 x 1800 at 8; docs/timing.md 4.8)
+    kvb_rate = system.tensor_flops("fp8") / system.tensor_flops("bfloat16")
+    par[KD.DSA_KVB_FLOPS_H] = (
+        2.0 * model.kv_lora_rank * (model.qk_nope_head_dim + model.v_head_dim)
+    ) * (kvb_rate if gemm_dtype == "bfloat16" else 1.0)
     par[KD.DSA_ATTN_FLOPS_H] = 2.0 * (latent + model.kv_lora_rank)
     par[KD.DSA_IDX_FLOPS] = 2.0 * model.index_n_heads * model.index_head_dim
     par[KD.DSA_IDX_KEY_BYTES] = model.index_head_dim + 4  # fp8 key + one fp32 scale
