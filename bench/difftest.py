@@ -308,6 +308,9 @@ ORACLE_FOLDER_MODELS = (
     "nvidia/MiniMax-M2.5-NVFP4",
     "moonshotai/Kimi-K2-Instruct",
     "zai-org/GLM-5-FP8",
+    "zai-org/GLM-5.1-FP8",
+    "moonshotai/Kimi-K2.5",
+    "nvidia/Kimi-K2.5-NVFP4",
 )
 
 

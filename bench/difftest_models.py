@@ -30,6 +30,10 @@ MODEL_SPACE_SPLITS = {
         (4, 2, 1, 8, 1),
     ],
 }
+# Kimi-K2.5 (int4 experts) and its NVFP4 export, GLM-5.1: the splits of their base models
+MODEL_SPACE_SPLITS["moonshotai/Kimi-K2.5"] = MODEL_SPACE_SPLITS["moonshotai/Kimi-K2-Instruct"]
+MODEL_SPACE_SPLITS["nvidia/Kimi-K2.5-NVFP4"] = MODEL_SPACE_SPLITS["moonshotai/Kimi-K2-Instruct"]
+MODEL_SPACE_SPLITS["zai-org/GLM-5.1-FP8"] = MODEL_SPACE_SPLITS["zai-org/GLM-5-FP8"]
 MODEL_SPACES = {
     "default": {
         "Qwen/Qwen3-0.6B": 0.12,
@@ -45,8 +49,11 @@ MODEL_SPACES = {
         "mistralai/Mixtral-8x7B-v0.1": 0.35,
         "mistralai/Mixtral-8x22B-v0.1": 0.15,
         "MiniMaxAI/MiniMax-M2.5": 0.3,
-        "moonshotai/Kimi-K2-Instruct": 0.2,
-        "zai-org/GLM-5-FP8": 0.15,
+        "moonshotai/Kimi-K2-Instruct": 0.12,
+        "zai-org/GLM-5-FP8": 0.12,
+        "zai-org/GLM-5.1-FP8": 0.05,
+        "moonshotai/Kimi-K2.5": 0.12,
+        "nvidia/Kimi-K2.5-NVFP4": 0.08,
     },
 }
 MLA_MODELS = (
@@ -55,10 +62,12 @@ MLA_MODELS = (
     "deepseek-ai/DeepSeek-V3.2",
     "moonshotai/Kimi-K2-Instruct",
     "zai-org/GLM-5-FP8",
+    "zai-org/GLM-5.1-FP8",
+    "moonshotai/Kimi-K2.5",
+    "nvidia/Kimi-K2.5-NVFP4",
 )
 """MLA models: fp8_block GPUs only, no quantized variants drawn (a documented refusal)."""
 FP8_BLOCK_MODELS = (*MLA_MODELS, "MiniMaxAI/MiniMax-M2.5")
 """Block-fp8 checkpoints: only the GPUs whose tables hold fp8_block GEMMs."""
-VLLM_ONLY_MODELS = ("zai-org/GLM-5-FP8",)
-"""Models priced on vLLM only, drawn with backend vllm (run R drew Kimi-K2 so, before its
-TRT-LLM rule was found)."""
+VLLM_ONLY_MODELS = ("moonshotai/Kimi-K2.5",)
+"""Models priced on vLLM only, drawn with backend vllm (TRT-LLM has no int4 expert rows)."""

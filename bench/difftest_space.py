@@ -175,8 +175,9 @@ class _Workload:
 
 
 def space_version(space: str = "default") -> str:
-    # models2: Kimi-K2 on both backends; models3: GLM-5-FP8 added
-    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}3"
+    # models2: Kimi-K2 on both backends; models3: GLM-5-FP8 added; models4: GLM-5 on both
+    # backends, GLM-5.1-FP8, Kimi-K2.5 (vLLM) and its NVFP4 export added
+    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}4"
 
 
 def sample_case(seed: int, index: int, space: str = "default") -> Case:
