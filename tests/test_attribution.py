@@ -160,3 +160,73 @@ def test_attribution_figure(tmp_path: Path) -> None:
 def test_uncaptured_runs_keep_no_attribution() -> None:
     pred = run_prediction(str(GOLDEN / "heavy-preempt-c10" / "config.yaml"))
     assert "latency_attribution" not in pred.prediction
+
+
+def _random_config(rng: np.random.Generator) -> tuple[str, bool]:
+    """A small random deployment under pressure: aggregated or P/D, vLLM or TRT-LLM, chunked
+    prefill on or off, attention-DP, a tight KV pool, fixed pass times."""
+    pd = bool(rng.random() < 0.4)
+    backend = "trtllm" if rng.random() < 0.3 else "vllm"
+    prompt = int(rng.choice([48, 100, 200]))
+    output = int(rng.integers(8, 60))
+    budget = int(rng.choice([prompt, 2 * prompt, 512]))
+    bs = int(rng.choice([16, 32]))
+    blocks = int(rng.integers((prompt + output) // bs + 2, 2 * ((prompt + output) // bs) + 6))
+    adp = int(rng.choice([1, 2]))
+    prefill_ms, decode_ms = rng.choice([1.3, 7.3]), rng.choice([0.7, 1.7])
+    timing = f"{{type: fixed, prefill_ms: {prefill_ms}, decode_ms: {decode_ms}}}"
+    pool = (
+        f"      parallelism: {{tensor: 4, attention_data: {adp}}}\n"
+        f"      scheduler: {{max_batched_tokens: {budget}, max_sequences: "
+        f"{int(rng.choice([4, 16, 64]))}}}\n"
+        f"      kv_cache: {{block_size: {bs}, capacity: {{type: fixed, blocks: {blocks}}}}}\n"
+        f"      timing: {timing}\n"
+    )
+    roles = ("prefill", "decode") if pd else ("aggregated",)
+    workers = "".join(f"    {role}:\n{pool}" for role in roles)
+    chunked = "false" if rng.random() < 0.3 else "true"
+    text = (
+        "traffic:\n"
+        f"  source: {{type: synthetic, input_tokens: {prompt}, output_tokens: {output}}}\n"
+        f"  load: {{type: poisson, requests_per_second: {int(rng.choice([200, 1000]))}, "
+        f"seed: {int(rng.integers(1, 1000))}}}\n"
+        f"  stop: {{requests: {int(rng.integers(10, 40))}}}\n"
+        "engine:\n"
+        f"  mode: {'disaggregated' if pd else 'aggregated'}\n"
+        "  model: Qwen/Qwen3-32B\n  hardware: b200_sxm\n"
+        f"  backend: {backend}\n  enable_chunked_prefill: {chunked}\n"
+        + ("  kv_transfer: {bandwidth_gb_per_second: 50}\n" if pd else "")
+        + f"  workers:\n{workers}"
+    )
+    return text, pd
+
+
+def test_parts_add_up_on_random_deployments(tmp_path: Path) -> None:
+    rng = np.random.default_rng(20261207)
+    checked = preempted = 0
+    for k in range(16):
+        text, pd = _random_config(rng)
+        cfg = tmp_path / f"r{k}.yaml"
+        cfg.write_text(text)
+        try:
+            pred = run_prediction(str(cfg), capture=True)
+        except Exception as exc:  # a drawn deployment that can never finish is refused
+            assert "never" in str(exc) or "capacity" in str(exc).lower(), text
+            continue
+        parts = pred.records.parts
+        for record in pred.records:
+            if record["terminal_status"] != "completed":
+                continue
+            i = int(record["session_id"].split("_")[-1])
+            ttft = sum(float(parts[n][i]) for n in TTFT_NAMES)
+            e2e = ttft + float(parts["decode_ms"][i]) + float(parts["decode_preempted_ms"][i])
+            assert ttft == pytest.approx(record["ttft_ms"], rel=1e-12, abs=1e-9), text
+            assert e2e == pytest.approx(record["e2e_latency_ms"], rel=1e-12, abs=1e-9), text
+            assert min(float(parts[n][i]) for n, _ in PARTS) >= -1e-9, text
+            if not pd:
+                assert all(float(parts[n][i]) == 0.0 for n in PD_ONLY)
+            lost = float(parts["ttft_preempted_ms"][i]) + float(parts["decode_preempted_ms"][i])
+            assert (lost > 0) == (record["readmission_count"] > 0), text
+            preempted += record["readmission_count"] > 0
+            checked += 1
+    assert checked > 200 and preempted > 20
