@@ -388,12 +388,14 @@ def table_bytes(table) -> bytes:
 def requests_table(records: list[dict], provenance: dict, parts=None):
     """Per-request records -> requests table (declared schema, units, run metadata); `parts`
     the run's latency attribution by request index (null columns without it)."""
+    import numpy as np
     import pyarrow as pa
 
     from aisim.output import attribution
     from aisim.output.schema import REQUESTS_SCHEMA, table_metadata
 
-    cols: dict[str, list] = {f.name: [] for f in REQUESTS_SCHEMA}
+    derived = {name for name, _ in attribution.PARTS}
+    cols: dict = {f.name: [] for f in REQUESTS_SCHEMA if f.name not in derived}
     for r in records:
         route = r["routing_history"][0]
         row = dict(r)
@@ -402,11 +404,12 @@ def requests_table(records: list[dict], provenance: dict, parts=None):
         row["worker_idx"] = route["logical_worker_id"]
         row["dp_rank"] = route["dp_rank"]
         row["tpot_ms"] = r["itl_ms"]
-        for name, _ in attribution.PARTS:
-            value = None if parts is None else float(parts[name][row["request_index"]])
-            row[name] = None if value is None or value != value else value
         for name in cols:
             cols[name].append(row[name])
+    index = np.asarray(cols["request_index"], dtype=np.int64)
+    for name, _ in attribution.PARTS:  # whole columns at once; NaN (no first token) is null
+        values = parts[name][index] if parts is not None else np.full(len(index), np.nan)
+        cols[name] = pa.array(values, type=pa.float64(), mask=np.isnan(values))
     table = pa.Table.from_pydict(cols, schema=REQUESTS_SCHEMA)
     return table.replace_schema_metadata(table_metadata("requests", provenance))
 
