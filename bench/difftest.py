@@ -33,8 +33,11 @@ Run it with the Python of the venv aisim is installed in (or pass --aisim-python
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -218,13 +221,24 @@ class Tools:
 
     def _run(self, cmd: list[str], folder: Path, out: str) -> dict:
         started = time.monotonic()
+        # its own process group: a timeout ends the tool's worker processes too (AISimulate
+        # simulates in a child that would otherwise keep a core busy for the rest of the run)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=folder,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            proc = subprocess.run(
-                cmd, cwd=folder, capture_output=True, text=True, timeout=self.timeout, check=False
-            )
-            code, stderr = proc.returncode, proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            code, stderr = None, (exc.stderr or b"").decode(errors="replace") + "\nTIMEOUT\n"
+            _, stderr = proc.communicate(timeout=self.timeout)
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            _, stderr = proc.communicate()
+            code, stderr = None, (stderr or "") + "\nTIMEOUT\n"
         return {
             "exit": code,
             "stderr": stderr,

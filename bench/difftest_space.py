@@ -118,7 +118,8 @@ WEIGHTS_GB = {
     "deepseek-ai/DeepSeek-R1": 690, "deepseek-ai/DeepSeek-V3.2": 690,
     "mistralai/Mixtral-8x7B-v0.1": 94, "mistralai/Mixtral-8x22B-v0.1": 282,
     "MiniMaxAI/MiniMax-M2.5": 230, "moonshotai/Kimi-K2-Instruct": 1030,
-    "zai-org/GLM-5-FP8": 760,
+    "zai-org/GLM-5-FP8": 760, "zai-org/GLM-5.1-FP8": 760, "moonshotai/Kimi-K2.5": 600,
+    "nvidia/Kimi-K2.5-NVFP4": 600,
 }  # fmt: skip
 
 
