@@ -114,9 +114,7 @@ def test_kimi_k25_nvfp4_memory_counts_bf16_attention(golden: str, blocks: int) -
     ("model_id", "words"),
     [
         ("nvidia/DeepSeek-V3.1-NVFP4", "q / kv projections bf16 and o_proj NVFP4"),
-        ("nvidia/DeepSeek-V3.2-NVFP4", "dsa_context_module / dsa_generation_module"),
-        ("nvidia/GLM-5-NVFP4", "dsa_context_module / dsa_generation_module"),
-        ("nvidia/GLM-5.1-NVFP4", "dsa_context_module / dsa_generation_module"),
+        ("nvidia/DeepSeek-V3.2-NVFP4", "whose o_proj is NVFP4"),
     ],
 )
 def test_unpriced_nvfp4_exports_are_refused_in_one_line(
@@ -127,3 +125,15 @@ def test_unpriced_nvfp4_exports_are_refused_in_one_line(
     path.write_text(text.replace("nvidia/Kimi-K2.5-NVFP4", model_id))
     lines = unsupported_features(load_config(str(path)))
     assert len(lines) == 1 and "\n" not in lines[0] and words in lines[0], lines
+
+
+@pytest.mark.parametrize("model_id", ["nvidia/GLM-5-NVFP4", "nvidia/GLM-5.1-NVFP4"])
+def test_nvfp4_dsa_exports_with_a_bf16_attention_block_are_priced(
+    tmp_path: Path, model_id: str
+) -> None:
+    """Their exclusion lists keep the whole attention block bf16, so the DSA module reads its
+    bf16 rows (goldens dsa-glm5*-nvfp4-*); the V3.2 export, whose o_proj is NVFP4, is refused."""
+    text = (GOLDEN / "mla-kimi-k25-nvfp4-vllm-dp8-ep8" / "config.yaml").read_text()
+    path = tmp_path / "c.yaml"
+    path.write_text(text.replace("nvidia/Kimi-K2.5-NVFP4", model_id))
+    assert unsupported_features(load_config(str(path))) == []

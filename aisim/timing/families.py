@@ -114,12 +114,12 @@ def build_plan(
             f"{model.model_type!r} has no attention module tables; MLA models priced so far: "
             f"{', '.join(_DEEPSEEK)}"
         )
-    if model.model_type == GLM_DSA and model.weight_quant not in ("fp8_block", ""):
-        # block-fp8 and bf16 GLM-5 are priced (the module rows of their GEMM dtype, kv_b's
-        # FLOPs at the bf16 rate in the off-grid module SOL); other precisions are not
+    if model.model_type == GLM_DSA and model.weight_quant not in ("fp8_block", "", "nvfp4"):
+        # block-fp8, bf16 and NVFP4 GLM-5 are priced (the module rows of their attention GEMM
+        # dtype, kv_b's FLOPs at the bf16 rate in the off-grid bf16 module SOL); no others
         raise NotAvailableError(
             f"op-level timing for {deployment.where(model.model_id)}: GLM-5 with "
             f"{model.weight_quant or 'bfloat16'} weights is not available yet in aisim; use "
-            "a block-fp8 (zai-org/GLM-5-FP8, zai-org/GLM-5.1-FP8) or bf16 checkpoint"
+            "a block-fp8 (zai-org/GLM-5-FP8, zai-org/GLM-5.1-FP8), bf16 or NVFP4 checkpoint"
         )
     return _DEEPSEEK[model.model_type](model, tables, system, deployment)
