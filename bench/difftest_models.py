@@ -34,6 +34,7 @@ MODEL_SPACE_SPLITS = {
 MODEL_SPACE_SPLITS["moonshotai/Kimi-K2.5"] = MODEL_SPACE_SPLITS["moonshotai/Kimi-K2-Instruct"]
 MODEL_SPACE_SPLITS["nvidia/Kimi-K2.5-NVFP4"] = MODEL_SPACE_SPLITS["moonshotai/Kimi-K2-Instruct"]
 MODEL_SPACE_SPLITS["zai-org/GLM-5.1-FP8"] = MODEL_SPACE_SPLITS["zai-org/GLM-5-FP8"]
+MODEL_SPACE_SPLITS["nvidia/GLM-5-NVFP4"] = MODEL_SPACE_SPLITS["zai-org/GLM-5-FP8"]
 MODEL_SPACES = {
     "default": {
         "Qwen/Qwen3-0.6B": 0.12,
@@ -54,6 +55,7 @@ MODEL_SPACES = {
         "zai-org/GLM-5.1-FP8": 0.05,
         "moonshotai/Kimi-K2.5": 0.12,
         "nvidia/Kimi-K2.5-NVFP4": 0.08,
+        "nvidia/GLM-5-NVFP4": 0.1,
     },
 }
 MLA_MODELS = (
@@ -65,6 +67,7 @@ MLA_MODELS = (
     "zai-org/GLM-5.1-FP8",
     "moonshotai/Kimi-K2.5",
     "nvidia/Kimi-K2.5-NVFP4",
+    "nvidia/GLM-5-NVFP4",
 )
 """MLA models: fp8_block GPUs only, no quantized variants drawn (a documented refusal)."""
 FP8_BLOCK_MODELS = (*MLA_MODELS, "MiniMaxAI/MiniMax-M2.5")

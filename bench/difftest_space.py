@@ -119,7 +119,7 @@ WEIGHTS_GB = {
     "mistralai/Mixtral-8x7B-v0.1": 94, "mistralai/Mixtral-8x22B-v0.1": 282,
     "MiniMaxAI/MiniMax-M2.5": 230, "moonshotai/Kimi-K2-Instruct": 1030,
     "zai-org/GLM-5-FP8": 760, "zai-org/GLM-5.1-FP8": 760, "moonshotai/Kimi-K2.5": 600,
-    "nvidia/Kimi-K2.5-NVFP4": 600,
+    "nvidia/Kimi-K2.5-NVFP4": 600, "nvidia/GLM-5-NVFP4": 430,
 }  # fmt: skip
 
 
@@ -177,8 +177,8 @@ class _Workload:
 
 def space_version(space: str = "default") -> str:
     # models2: Kimi-K2 on both backends; models3: GLM-5-FP8 added; models4: GLM-5 on both
-    # backends, GLM-5.1-FP8, Kimi-K2.5 (vLLM) and its NVFP4 export added
-    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}4"
+    # backends, GLM-5.1-FP8, Kimi-K2.5 (vLLM) and its NVFP4 export added; models5: GLM-5-NVFP4
+    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}5"
 
 
 def sample_case(seed: int, index: int, space: str = "default") -> Case:

@@ -137,3 +137,16 @@ def test_int4_gemms_and_unpriced_nvfp4_mla_checkpoints_are_refused(tmp_path: Pat
         sets = {"moonshotai/Kimi-K2.5": model}
         lines = unsupported_features(load_config(str(_config(tmp_path, 1, 8, **sets))))
         assert len(lines) == 1 and "int4 routed experts" in lines[0], lines
+
+
+def test_int4_experts_at_a_next_version_are_refused(tmp_path: Path) -> None:
+    """gb300's next vLLM slot priced a Kimi-K2.5 run off AISimulate (difftest); int4 experts
+    are priced at each GPU's current version only, so a next slot is refused in one line."""
+    from aisim.engine.spec import resolve
+    from aisim.errors import NotAvailableError
+    from aisim.timing.provider import plan_for
+
+    cfg = load_config(str(_config(tmp_path, 8, 1, **{'"0.24.0"': '"0.31.0"'})))
+    with pytest.raises(NotAvailableError) as err:
+        plan_for(resolve(cfg), "c.yaml: engine.workers.aggregated")
+    assert "\n" not in str(err.value) and "current vllm version only" in str(err.value)

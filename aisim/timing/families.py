@@ -66,6 +66,21 @@ def fmha_dtype(backend: str, model: ModelArch, kv_cache_dtype: str) -> str:
     return "fp8" if quantized else "bfloat16"
 
 
+def _check_int4_experts_version(model, system, deployment) -> None:
+    """int4 routed experts (Kimi-K2.5) are priced at the GPU's current backend version only:
+    at gb300's next vLLM slot (rows filled from older folders) a run was off, and the other
+    next slots are not checked against AISimulate."""
+    from aisim.config.registry import current_version
+
+    current = current_version(system.hardware, deployment.backend)
+    if deployment.version != current:
+        raise NotAvailableError(
+            f"op-level timing for {deployment.where(model.model_id)}: int4 routed experts are "
+            f"priced at {system.hardware}'s current {deployment.backend} version only; set "
+            f"engine.backend_version: {current!r}"
+        )
+
+
 def build_plan(
     model: ModelArch, tables: Tables, system: GpuSystem, deployment: Deployment
 ) -> PassPlan:
@@ -75,6 +90,8 @@ def build_plan(
     from aisim.timing.family_qwen3_moe import build_qwen3_moe_plan
 
     gemm_dtype, moe_dtype, kv_dtype = default_quant_modes(model)
+    if model.experts_only_quant:
+        _check_int4_experts_version(model, system, deployment)
     if model.experts_only_quant:  # the MLA plans' own reading (DeepSeekDtypes)
         gemm_dtype, kv_dtype = "bfloat16", model.kv_cache_quant or "bfloat16"
     gemm_q, moe_q, kv_q, fmha_q = deployment.quant_modes
