@@ -331,7 +331,7 @@ def plot_source(
     paths: list[Path] = []
     for kind in kinds:
         if kind == "attribution":
-            paths += _attribution(folder, source, out_dir, fmts)
+            paths += _attribution(requests, folder, out_dir, fmts)
         elif kind in ("pareto", "latency"):
             if not sweep.is_file():
                 raise AisimError(f"plot --kind {kind}: no sweep.parquet in {folder}")
@@ -351,20 +351,19 @@ def plot_source(
     return paths
 
 
-def _attribution(folder: Path, source: Path, out_dir: Path, fmts) -> list[Path]:
+def _attribution(requests: Path, folder: Path, out_dir: Path, fmts) -> list[Path]:
     """A run folder's requests.parquet: where its requests' TTFT went."""
     import pyarrow.parquet as pq
 
     from aisim.plot_attribution import plot_attribution
 
-    requests = source if source.name == "requests.parquet" else folder / "requests.parquet"
     if not requests.is_file():
         raise AisimError(
             f"plot --kind attribution: no requests.parquet in {folder} "
             "(aisim predict --capture-per-request)"
         )
     table = pq.read_table(requests)
-    return plot_attribution(table, out_dir, fmts, _save, _pyplot, deployment(table))
+    return plot_attribution(table, out_dir, fmts, (_save, _pyplot, _plain), deployment(table))
 
 
 def _recommendation(candidates: Path, kinds, out_dir: Path, fmts) -> list[Path]:

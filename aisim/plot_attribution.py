@@ -42,9 +42,11 @@ def read_parts(requests) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     return ttft[keep], parts
 
 
-def plot_attribution(requests, out_dir: Path, fmts, save, pyplot, where: str) -> list[Path]:
+def plot_attribution(requests, out_dir: Path, fmts, helpers, where: str) -> list[Path]:
     """Two panels: each TTFT part's share of the p50 / p90 / p99 tails, and the parts of every
-    request ranked by TTFT (rank bins of means past _BINS requests)."""
+    request ranked by TTFT (rank bins of means past _BINS requests). `helpers`: aisim.plot's
+    (save, pyplot, plain)."""
+    save, pyplot, plain = helpers
     plt = pyplot()
     ttft, parts = read_parts(requests)
     shown = [n for n, _ in TTFT_PARTS if np.any(parts[n] != 0)] or ["ttft_queued_ms"]
@@ -81,12 +83,7 @@ def plot_attribution(requests, out_dir: Path, fmts, save, pyplot, where: str) ->
     bottom.set_xlabel("requests ranked by TTFT (percentile)")
     bottom.set_ylabel("TTFT (ms)" + (", rank-bin means" if len(order) > _BINS else ""))
     bottom.grid(alpha=0.3)
-    from matplotlib.ticker import ScalarFormatter
-
-    for axis in (bottom.xaxis, bottom.yaxis, top.xaxis):
-        fmt = ScalarFormatter(useOffset=False)
-        fmt.set_scientific(False)
-        axis.set_major_formatter(fmt)
+    plain(bottom)
     fig.suptitle(
         f"Where TTFT went ({len(ttft):,} completed requests)" + (f"\n{where}" if where else ""),
         fontsize=11,

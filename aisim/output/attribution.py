@@ -61,12 +61,11 @@ def request_parts(result) -> dict[str, np.ndarray] | None:
     last_token = req.last_token_ms
     zero = np.zeros(len(arrival))
     if len(result.pools) == 1:
-        pool = first
         prompt_done = first_token
-        lost_first = pool.lost_first_ms
+        lost_first = first.lost_first_ms
         transfer = handoff = first_decode = zero
-        lost_later = pool.lost_later_ms
-        admit = pool.first_admit_ms
+        lost_later = first.lost_later_ms
+        admit = first.first_admit_ms
     else:
         rp, rd, pd = first, result.pools[-1].req, result.handoff
         admit = rp.first_admit_ms

@@ -89,11 +89,10 @@ def build_plan(
     from aisim.timing.family_dense import build_dense_plan
     from aisim.timing.family_qwen3_moe import build_qwen3_moe_plan
 
+    # int4-expert checkpoints: bf16 GEMMs and KV (memory.default_quant_modes, as DeepSeekDtypes)
     gemm_dtype, moe_dtype, kv_dtype = default_quant_modes(model)
     if model.experts_only_quant:
         _check_int4_experts_version(model, system, deployment)
-    if model.experts_only_quant:  # the MLA plans' own reading (DeepSeekDtypes)
-        gemm_dtype, kv_dtype = "bfloat16", model.kv_cache_quant or "bfloat16"
     gemm_q, moe_q, kv_q, fmha_q = deployment.quant_modes
     gemm_dtype, moe_dtype, kv_dtype = gemm_q or gemm_dtype, moe_q or moe_dtype, kv_q or kv_dtype
     fmha = fmha_q or fmha_dtype(deployment.backend, model, kv_dtype)
