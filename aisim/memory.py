@@ -107,15 +107,8 @@ def weights_bytes(
     vocab_tp = (model.vocab_size // tp) * h * 2.0
     if family in ("deepseek", "deepseek_v32"):
         # every layer priced as an MoE layer (the dense first layers get no special case)
-        n_loc = model.num_attention_heads // tp
-        qk = model.qk_nope_head_dim + model.qk_rope_head_dim
-        attn = (
-            h * model.q_lora_rank
-            + model.q_lora_rank * n_loc * qk  # q_a, q_b
-            + h * (model.kv_lora_rank + model.qk_rope_head_dim)  # kv_a
-            + model.kv_lora_rank * n_loc * (model.qk_nope_head_dim + model.v_head_dim)
-            + n_loc * model.v_head_dim * h
-        )  # o_proj
+        groups = _mla_projection_weights(model, model.num_attention_heads // tp)
+        attn = sum(groups.values())
         if family == "deepseek_v32":  # DSA indexer
             attn += model.q_lora_rank * model.index_n_heads * model.index_head_dim
             attn += h * model.index_n_heads
@@ -124,7 +117,7 @@ def weights_bytes(
         shared_bf16 = model.weight_quant == "nvfp4" and model.shared_experts_excluded
         shared_bytes = 2.0 if shared_bf16 else gemm_bytes
         layer = (
-            _attention_bytes(model, backend, n_loc, attn, gemm_bytes)
+            _attention_bytes(model, backend, groups, attn, gemm_bytes)
             + 3
             * model.moe_intermediate_size
             * h
@@ -160,8 +153,21 @@ def weights_bytes(
     return (model.num_layers * layer + vocab_tp + vocab_tp) / pipeline  # embedding + LM head
 
 
+def _mla_projection_weights(model: ModelArch, n_loc: int) -> dict[str, int]:
+    """Weights of an MLA layer's projection groups on one rank of n_loc heads: q (q_a, q_b),
+    kv (kv_a, kv_b) and o (o_proj)."""
+    h = model.hidden_size
+    qk = model.qk_nope_head_dim + model.qk_rope_head_dim
+    return {
+        "q": h * model.q_lora_rank + model.q_lora_rank * n_loc * qk,
+        "kv": h * (model.kv_lora_rank + model.qk_rope_head_dim)
+        + model.kv_lora_rank * n_loc * (model.qk_nope_head_dim + model.v_head_dim),
+        "o": n_loc * model.v_head_dim * h,
+    }
+
+
 def _attention_bytes(
-    model: ModelArch, backend: str, n_loc: int, attn: float, gemm_bytes: float
+    model: ModelArch, backend: str, groups: dict[str, int], attn: float, gemm_bytes: float
 ) -> float:
     """Resident bytes of an MLA layer's `attn` attention weights: an fp8_block or NVFP4
     checkpoint's exclusion lists keep projection groups bf16 (oracle: Kimi-K2.5-NVFP4 counts
@@ -172,14 +178,6 @@ def _attention_bytes(
     excluded = attention_excluded_on(model, backend)
     if excluded >= {"q", "kv", "o", "indexer"}:
         return attn * 2.0
-    h = model.hidden_size
-    qk = model.qk_nope_head_dim + model.qk_rope_head_dim
-    groups = {
-        "q": h * model.q_lora_rank + model.q_lora_rank * n_loc * qk,
-        "kv": h * (model.kv_lora_rank + model.qk_rope_head_dim)
-        + model.kv_lora_rank * n_loc * (model.qk_nope_head_dim + model.v_head_dim),
-        "o": n_loc * model.v_head_dim * h,
-    }
     kept = float(sum(w for g, w in groups.items() if g in excluded))
     return (attn - kept) * gemm_bytes + kept * 2.0
 

@@ -48,7 +48,10 @@ class DeepSeekDtypes:
         if model.experts_only_quant:
             # int4 experts beside bf16 GEMMs keep a bf16 KV cache (oracle: Kimi-K2.5's MLA
             # module reads the bf16 / bf16 rows, its memory model 61 x 576 x 2 bytes a token)
-            return cls("bfloat16", model.kv_cache_quant or "bfloat16", weights)
+            from aisim.memory import default_quant_modes
+
+            gemm, moe, kv = default_quant_modes(model)
+            return cls(gemm, kv, moe)
         kv = "fp8" if model.weight_quant else "bfloat16"
         if weights not in ("nvfp4", "fp8_block"):
             return cls(weights, kv, weights)
