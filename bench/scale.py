@@ -73,7 +73,10 @@ def main() -> int:
         *rows,
         "",
     ]
-    args.out.write_text("\n".join(text))
+    # the report's own table is rewritten; sections below it (measured by hand) are kept
+    old = args.out.read_text() if args.out.exists() else ""
+    kept = old[old.index("\n## ") :] if "\n## " in old else ""
+    args.out.write_text("\n".join(text) + kept)
     return 0
 
 
