@@ -404,6 +404,16 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+def hand_written_sections(path: Path, report: str) -> str:
+    """The `## ` sections of the previous report that the new one does not write itself (notes
+    measured by hand), kept in their order."""
+    if not path.exists():
+        return ""
+    sections = path.read_text().split("\n## ")[1:]
+    kept = [sec for sec in sections if f"\n## {sec.splitlines()[0]}\n" not in report]
+    return "".join("\n## " + sec for sec in kept)
+
+
 def main() -> int:
     args = parse_args()
     load_start = os.getloadavg()
@@ -419,7 +429,7 @@ def main() -> int:
     # Written only once every workload ran: a failed benchmark leaves no partial report
     report = markdown(rows, machine_header(args, load_start, ref))
     args.out_md.parent.mkdir(parents=True, exist_ok=True)
-    args.out_md.write_text(report)
+    args.out_md.write_text(report + hand_written_sections(args.out_md, report))
     write_csv(args.out_csv, rows)
     print(report)
     return 0
