@@ -53,6 +53,7 @@ _QUANT_BYTES: Mapping[str, float] = {
     "int4_wo": 0.5,
     "mxfp4": 0.5,
     "w4a16": 0.5,
+    "w4a16_mxfp4": 0.5,
 }
 
 
@@ -243,6 +244,17 @@ def kv_bytes_per_token(
         per_layer = -(-model.num_kv_heads // tensor) * model.head_dim * 2 * kv_bytes
     total = model.num_layers * per_layer
     return total / decode_context if decode_context > 1 else total
+
+
+def _kv_tokens(model: ModelArch, budget: float, kv_tok: float) -> float:
+    """Tokens of KV the budget holds. The sliding-window layers of a banded model keep at most
+    a window of tokens, so the budget first holds one window of theirs and then tokens of the
+    full layers alone (oracle: gpt-oss-120b at TP 4, 16,707,701 tokens from a 153,979,359,232 B
+    budget = (budget - 128 x 9,216) // 9,216)."""
+    if not model.banded_layers:
+        return budget // kv_tok
+    banded = kv_tok * model.banded_layers / model.num_layers
+    return (budget - model.sliding_window * banded) // (kv_tok - banded)
 
 
 def checkpoint_kv_bytes_per_token(model: ModelArch, tensor: int) -> int:
@@ -437,7 +449,7 @@ def kv_blocks_from_memory(
         budget = cap * f - non_kv  # gpu_memory_utilization: f of the whole GPU
     else:
         budget = (cap - non_kv) * f  # free_gpu_memory_fraction: f of what is left
-    tokens = max(0, int(budget // kv_tok))
+    tokens = max(0, int(_kv_tokens(model, budget, kv_tok)))
     est = MemoryBreakdown(
         backend=backend,
         family=family,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from dataclasses import dataclass
@@ -56,6 +57,10 @@ class ModelArch:
     # an entry inside the attention block names none of its projections (GLM-5-FP8's
     # `self_attn.q_a_layernorm`): read per backend and plan (attention_excluded_on)
     attention_other_excluded: bool = False
+    # layers that attend within a sliding window of `sliding_window` tokens (gpt-oss:
+    # `layer_types` lists them as "sliding_attention"); 0 = every layer attends in full
+    banded_layers: int = 0
+    sliding_window: int = 0
 
 
 def shipped_model_ids() -> list[str]:
@@ -73,6 +78,10 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
     raw = _language_model(raw)
     weights, kv, where = checkpoint_quantization(raw, hf_quant)
     experts_only = weights == INT4_WEIGHT_ONLY and _experts_only(raw.get("quantization_config"))
+    if weights == MXFP4 and _experts_only(
+        raw.get("quantization_config"), "modules_to_not_convert", _GQA_ATTENTION
+    ):
+        weights, experts_only = MXFP4_WEIGHT_ONLY, True
     attention_excluded, shared_excluded, other_excluded = quant_exclusions(raw, hf_quant)
     try:
         heads = int(raw["num_attention_heads"])
@@ -114,6 +123,8 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
             attention_excluded=attention_excluded,
             shared_experts_excluded=shared_excluded,
             attention_other_excluded=other_excluded,
+            banded_layers=_banded_layers(raw),
+            sliding_window=_int(raw, "sliding_window") if _banded_layers(raw) else 0,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{field}: model config {model!r} lacks a usable {exc}") from None
@@ -131,6 +142,21 @@ def _language_model(raw: dict) -> dict:
         merged["quantization_config"] = raw["quantization_config"]
     merged.setdefault("torch_dtype", raw.get("torch_dtype") or raw.get("dtype"))
     return merged
+
+
+# model types whose sliding-window layers AISimulate prices (and sizes in KV memory) as such;
+# it reads other models' `layer_types` as full attention (oracle: a Qwen3-8B and a Mixtral
+# given sliding layers price as without them)
+BANDED_MODEL_TYPES = ("gpt_oss",)
+
+
+def _banded_layers(raw: dict) -> int:
+    """How many layers `layer_types` marks as sliding-window attention, for a model type
+    whose banded layers are priced as such."""
+    kinds = raw.get("layer_types")
+    if raw.get("model_type") not in BANDED_MODEL_TYPES or not isinstance(kinds, list):
+        return 0
+    return sum(k == "sliding_attention" for k in kinds)
 
 
 def _qk_norm(raw: dict) -> bool:
@@ -224,6 +250,8 @@ def checkpoint_quantization(raw: dict, hf_quant: dict | None) -> tuple[str, str,
 
 COMPRESSED_TENSORS = "compressed-tensors"
 INT4_WEIGHT_ONLY = "int4_wo"  # the moe table's dtype of int4 weights with bf16 activations
+MXFP4 = "mxfp4"
+MXFP4_WEIGHT_ONLY = "w4a16_mxfp4"  # the moe table's dtype of MXFP4 experts, bf16 activations
 # module names of one MoE decoder layer whose GEMMs AISimulate prices at the checkpoint's
 # weight algorithm unless its ignore list names them (oracle: an int4 Kimi-K2.5 whose ignore
 # list drops attention and shared experts reads int4_wo GEMM rows, a table miss)
@@ -237,6 +265,7 @@ _ATTENTION_AND_SHARED = (
     "model.layers.1.mlp.shared_experts.up_proj",
     "model.layers.1.mlp.shared_experts.down_proj",
 )
+_GQA_ATTENTION = tuple(f"model.layers.1.self_attn.{p}_proj" for p in "qkvo")
 _ROUTED_EXPERT = "model.layers.1.mlp.experts.0.gate_proj"
 
 
@@ -255,10 +284,12 @@ def _int4_weight_only(qcfg: dict) -> bool:
     return True
 
 
-def _experts_only(qcfg) -> bool:
-    """Whether a compressed-tensors ignore list keeps every attention and shared-expert GEMM
-    unquantized while the routed experts stay quantized."""
-    ignore = qcfg.get("ignore") if isinstance(qcfg, dict) else None
+def _experts_only(qcfg, key: str = "ignore", kept=_ATTENTION_AND_SHARED) -> bool:
+    """Whether an exclusion list (compressed-tensors' `ignore`, an MXFP4 checkpoint's
+    `modules_to_not_convert`) keeps every GEMM of `kept` (attention and shared experts)
+    unquantized while the routed experts stay quantized. Entries are names, name suffixes,
+    `re:` patterns or globs (`model.layers.*.self_attn` covers the block's projections)."""
+    ignore = qcfg.get(key) if isinstance(qcfg, dict) else None
     if not isinstance(ignore, list):
         return False
 
@@ -268,11 +299,16 @@ def _experts_only(qcfg) -> bool:
             if entry.startswith("re:"):
                 if re.match(entry[3:], name):
                     return True
-            elif name == entry or name.endswith("." + entry):
+            elif (
+                name == entry
+                or name.endswith("." + entry)
+                or fnmatch.fnmatchcase(name, entry)
+                or fnmatch.fnmatchcase(name, entry + ".*")
+            ):
                 return True
         return False
 
-    return all(map(ignored, _ATTENTION_AND_SHARED)) and not ignored(_ROUTED_EXPERT)
+    return all(map(ignored, kept)) and not ignored(_ROUTED_EXPERT)
 
 
 # attention projection groups and the module names that place an exclusion entry in each

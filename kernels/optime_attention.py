@@ -91,8 +91,8 @@ def attention_sol_ms(kind, heads, x1, x2, par):
 
     context (x1 = seq s, x2 = batch b): FLOPs 2 b s^2 n d 2 / 2 (window w < s: 2 b s w n d 2),
       bytes 2 b (2 n s d) + kv_bytes b 2 n_kv s d.
-    generation (x1 = batch b, x2 = kv s): FLOPs 2 b n d 2 (s - 1),
-      bytes b (n d 2 + 2 n_kv (s - 1) d kv_bytes + n d 2).
+    generation (x1 = batch b, x2 = kv s): FLOPs 2 b n d 2 k, bytes b (n d 2 + 2 n_kv k d
+      kv_bytes + n d 2) over the k = s - 1 cached keys (window w < s - 1: k = w).
     """
     if kind >= KIND_DSA_CONTEXT:
         return dsa_sol_ms(kind, heads, x1, x2, par)
@@ -110,9 +110,12 @@ def attention_sol_ms(kind, heads, x1, x2, par):
         nbytes = 2.0 * b * (2.0 * heads * s * d) + kvb * b * 2.0 * n_kv * s * d
     else:
         b = x1
-        s = x2
-        flops = 2.0 * b * heads * d * 2.0 * (s - 1.0)
-        nbytes = b * (heads * d * 2.0 + 2.0 * n_kv * (s - 1.0) * d * kvb + heads * d * 2.0)
+        k = x2 - 1.0
+        w = par[PAR_WINDOW]
+        if w > 0.0 and w < k:
+            k = w
+        flops = 2.0 * b * heads * d * 2.0 * k
+        nbytes = b * (heads * d * 2.0 + 2.0 * n_kv * k * d * kvb + heads * d * 2.0)
     compute = flops / par[PAR_FLOPS]
     memory = nbytes / par[PAR_MEM_BW]
     return (compute if compute > memory else memory) * 1000.0

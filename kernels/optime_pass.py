@@ -58,7 +58,10 @@ OP_MOE = 9  # routed experts at global tokens = tokens x attention-DP
 OP_NCCL_ALL_GATHER = 10  # MoE dispatch, elements = tokens x param
 OP_NCCL_REDUCE_SCATTER = 11  # MoE combine, elements = tokens x param
 OP_OVERLAP = 12  # max(sum of ops [a_lo, b_lo), sum of ops [b_lo, b_hi)), per layer
-OP_SUM = 13  # sum of the hidden ops [index, index + param), per layer
+OP_SUM = 13  # sum of the hidden ops [index, index + param), each times its scale, per layer
+# the layers of a sliding-window model that attend within the window read their own slice
+OP_ATTN_CONTEXT_BANDED = 14
+OP_ATTN_GENERATION_BANDED = 15
 
 MODE_SILICON = 0
 MODE_SOL = 1
@@ -121,6 +124,8 @@ class OpPlan(NamedTuple):
     gemm: GemmSites
     context_attention: GridSlice
     generation_attention: GridSlice
+    banded_context_attention: GridSlice  # sliding-window layers (window_size rows)
+    banded_generation_attention: GridSlice
     dsa_context: GridSlice  # DeepSeek attention modules
     dsa_generation: GridSlice
     allreduce: Curve  # custom allreduce (attention TP; vLLM MoE dispatch)
@@ -160,8 +165,8 @@ def _leaf_le(plan, i, tokens, requests, batch, seq, prefix):
         return allreduce_le(
             elements, plan.allreduce, s.allreduce_gpus, s.allreduce_elem_bytes, s.link_bw
         )
-    if kind == OP_ATTN_CONTEXT:
-        grid = plan.context_attention
+    if kind == OP_ATTN_CONTEXT or kind == OP_ATTN_CONTEXT_BANDED:  # noqa: SIM109 (numba)
+        grid = plan.context_attention if kind == OP_ATTN_CONTEXT else plan.banded_context_attention
         if sol:  # the prefix enters the roofline itself, not as the correction factor
             return (
                 context_sol_prefix_ms(s.heads, seq, prefix, batch, grid.par) + s.ctx_extra_sol_ms
@@ -169,8 +174,12 @@ def _leaf_le(plan, i, tokens, requests, batch, seq, prefix):
         corr = (seq * seq - prefix * prefix) / (seq * seq)
         table, e = grid_le(KIND_CONTEXT, s.heads, seq, batch, grid, plan.scratch_d, plan.scratch_i)
         return table * corr + s.ctx_extra_ms, e * corr
-    if kind == OP_ATTN_GENERATION:
-        grid = plan.generation_attention
+    if kind == OP_ATTN_GENERATION or kind == OP_ATTN_GENERATION_BANDED:  # noqa: SIM109
+        grid = (
+            plan.generation_attention
+            if kind == OP_ATTN_GENERATION
+            else plan.banded_generation_attention
+        )
         if sol:
             return (
                 attention_sol_ms(KIND_GENERATION, s.heads, batch, seq, grid.par)
@@ -246,14 +255,16 @@ def _op_le(plan, i, tokens, requests, batch, seq, prefix):
             e += ej
         return (a if a >= b else b), e
     if kind == OP_SUM:
-        # one reported op made of table lookups (TRT-LLM MLA block: GEMMs + attention kernel)
+        # one reported op made of table lookups (TRT-LLM MLA block: GEMMs + attention kernel;
+        # the full and sliding-window attention layers of a banded model, scaled by their
+        # layer counts)
         total = 0.0
         e = 0.0
         lo = plan.ops.index[i]
         for j in range(lo, lo + int(plan.ops.param[i])):
             lat, ej = _leaf_le(plan, j, tokens, requests, batch, seq, prefix)
-            total += lat
-            e += ej
+            total += lat * plan.ops.scale[j]
+            e += ej * plan.ops.scale[j]
         return total, e
     return _leaf_le(plan, i, tokens, requests, batch, seq, prefix)
 

@@ -234,8 +234,8 @@ def test_single_request_anchors(key: tuple, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("model_type", "extra", "name"),
     [
-        # gpt-oss: banded attention on half the layers and MXFP4 experts, not this graph
-        ("gpt_oss", {"num_local_experts": 32, "sliding_window": 128}, "gpt_oss"),
+        # Llama-4: chunked attention and interleaved dense / MoE layers, not this graph
+        ("llama4_text", {"num_local_experts": 16, "attention_chunk_size": 8192}, "llama4_text"),
         # Qwen2-MoE: a shared expert beside the routed ones
         ("qwen2_moe", {"num_experts": 60, "shared_expert_intermediate_size": 5632}, "qwen2_moe"),
     ],

@@ -106,6 +106,8 @@ def _unpriced_quantization(cfg: Config) -> str | None:
     model = _model(cfg)
     if model is None or not (model.weight_quant or model.kv_cache_quant not in ("", "bfloat16")):
         return None
+    if model.kv_lora_rank == 0 and model.experts_only_quant and not model.kv_cache_quant:
+        return None
     if model.kv_lora_rank == 0:
         # dense and Qwen3 MoE plans price block-scaled, per-tensor (static or dynamic) fp8
         # and NVFP4 weights with an fp8 or bf16 KV cache from the tables

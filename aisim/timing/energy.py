@@ -64,6 +64,10 @@ _KIND = {
 }
 
 
+def _banded(sub_kinds: list[int]) -> bool:
+    return any(k in (KP.OP_ATTN_CONTEXT_BANDED, KP.OP_ATTN_GENERATION_BANDED) for k in sub_kinds)
+
+
 def op_sources(plan: PassPlan) -> tuple[str, ...]:
     """Source tag per op (docs/timing.md 6.2): GEMM / table comm silicon (a static fp8 GEMM,
     the table's less its deltas, estimated); memory ops and the TP-1
@@ -79,9 +83,11 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
     n = len(plan.op_names)  # composite ops keep their hidden sub-ops after these
     static_fp8 = a.gemm.op_scale[:, 0] >= 0  # GEMMs less their static fp8 deltas
     index = a.ops.index.tolist()
-    for i, (kind, scale) in enumerate(
-        zip(a.ops.kind.tolist()[:n], a.ops.scale.tolist()[:n], strict=True)
-    ):
+    kinds = a.ops.kind.tolist()
+    params = a.ops.param.tolist()
+    for i, (kind, scale) in enumerate(zip(kinds[:n], a.ops.scale.tolist()[:n], strict=True)):
+        if kind == KP.OP_SUM and _banded(kinds[index[i] : index[i] + int(params[i])]):
+            kind = kinds[index[i]]  # full and sliding-window layers: tagged as attention
         if sol:
             if kind == KP.OP_P2P and scale == 0:
                 out.append("silicon")

@@ -9,7 +9,7 @@ DeepSeek-V3.2, GLM-5 (DSA)                   aisim.timing.family_deepseek_dsa
 from __future__ import annotations
 
 from aisim.errors import NotAvailableError
-from aisim.models import ModelArch
+from aisim.models import INT4_WEIGHT_ONLY, ModelArch
 from aisim.timing import family_deepseek_dsa, family_deepseek_mla
 from aisim.timing.plan_record import Deployment, PassPlan
 from aisim.timing.system import GpuSystem
@@ -17,9 +17,10 @@ from aisim.timing.tables import FAMILIES, MOE_FAMILIES, Tables
 
 # MiMo-7B is a Qwen2-shaped decoder (its MTP layers are priced only through engine.nextn)
 DENSE_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral", "mimo")
-# one MoE layer per decoder layer, no shared expert, full attention on every layer: the graph
-# family_qwen3_moe prices (gpt-oss's banded layers and Qwen2-MoE's shared expert differ)
-GQA_MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "minimax_m2")
+# one MoE layer per decoder layer, no shared expert, GQA attention (full, or full and sliding
+# window layers: gpt-oss): the graph family_qwen3_moe prices (Qwen2-MoE's shared expert and
+# Llama-4's interleaved dense layers and chunked attention differ)
+GQA_MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "minimax_m2", "gpt_oss")
 KIMI_K2 = "kimi_k2"  # DeepseekV3ForCausalLM with 64 heads and 384 experts: the V3 plan
 GLM_DSA = "glm_moe_dsa"  # GLM-5: DeepSeek-V3.2's DSA layers, its own module-table rows
 # MLA model types -> plan builder (the DSA family's types are those its module tables key)
@@ -47,7 +48,7 @@ def check_priced(model: ModelArch, where: str) -> None:
                 f"{where}.timing: op-level timing for {model.model_id} "
                 f"({model.model_type or 'unnamed'} MoE architecture) is not available yet in "
                 f"aisim; MoE models with GQA attention priced so far: Qwen3 MoE, Mixtral, "
-                "MiniMax-M2 (fixed or polynomial timing works for any model)"
+                "MiniMax-M2, gpt-oss (fixed or polynomial timing works for any model)"
             )
         return
     if not is_moe_model(model) and model.model_type not in DENSE_MODEL_TYPES:
@@ -91,7 +92,7 @@ def build_plan(
 
     # int4-expert checkpoints: bf16 GEMMs and KV (memory.default_quant_modes, as DeepSeekDtypes)
     gemm_dtype, moe_dtype, kv_dtype = default_quant_modes(model)
-    if model.experts_only_quant:
+    if model.weight_quant == INT4_WEIGHT_ONLY:
         _check_int4_experts_version(model, system, deployment)
     gemm_q, moe_q, kv_q, fmha_q = deployment.quant_modes
     gemm_dtype, moe_dtype, kv_dtype = gemm_q or gemm_dtype, moe_q or moe_dtype, kv_q or kv_dtype

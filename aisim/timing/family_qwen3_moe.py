@@ -11,11 +11,18 @@ from __future__ import annotations
 
 from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
-from aisim.timing.leaf_attention import gqa_attention
+from aisim.timing.leaf_attention import banded_leaves, gqa_attention
 from aisim.timing.leaf_dispatch import dispatch_curves, gather_scale
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites, quantized_gemm
 from aisim.timing.leaf_moe import moe_curve
-from aisim.timing.plan_record import Deployment, OpRow, PassPlan, allreduce_scalars, assemble
+from aisim.timing.plan_record import (
+    Deployment,
+    OpRow,
+    PassPlan,
+    allreduce_scalars,
+    assemble,
+    attention_rows,
+)
 from aisim.timing.system import GpuSystem
 from aisim.timing.tables import Tables
 
@@ -75,15 +82,17 @@ def build_qwen3_moe_plan(
     gather = gather_scale(deployment.backend, moe_dtype, adp, system)
 
     rows: list[OpRow] = []
+    hidden: list[OpRow] = []
     for phase in ("context", "generation"):
         layer = float(model.num_layers + (deployment.nextn if phase == "generation" else 0))
         once = layer / model.num_layers
-        attn = KP.OP_ATTN_CONTEXT if phase == "context" else KP.OP_ATTN_GENERATION
+        attn, banded = attention_rows(phase, model.num_layers, model.banded_layers, once)
+        hidden += banded
         rows += [
             OpRow(phase, "embedding", KP.OP_MEM_TOKENS, None, 2.0 * h, once),
             OpRow(phase, "add_norm_1", KP.OP_MEM_TOKENS, None, 8.0 * h, layer),
             OpRow(phase, "qkv_gemm", KP.OP_GEMM_TOKENS, "qkv_gemm", 0.0, layer),
-            OpRow(phase, "attention", attn, None, 0.0, layer),
+            attn,
             OpRow(phase, "proj_gemm", KP.OP_GEMM_TOKENS, "proj_gemm", 0.0, layer),
             OpRow(phase, "add_norm_2", KP.OP_MEM_TOKENS, None, 8.0 * h, layer),
             OpRow(phase, "router_gemm", KP.OP_GEMM_TOKENS, "router_gemm", 0.0, layer),
@@ -109,12 +118,13 @@ def build_qwen3_moe_plan(
         model.model_id,
         deployment,
         system,
-        rows,
+        rows + hidden,
         gemm_ops,
         gemm,
         scalars,
         context_attention=attention.context,
         generation_attention=attention.generation,
+        **banded_leaves(attention),
         allreduce=comm.allreduce,
         all_gather=comm.all_gather,
         reduce_scatter=comm.reduce_scatter,

@@ -139,8 +139,10 @@ def attention_slice(
     n_kv: int,
     d: int,
     par: np.ndarray,
+    window: int = 0,
 ) -> GridSlice:
-    """The key slice; context (heads, seq, batch), generation (heads, batch, kv)."""
+    """The key slice; context (heads, seq, batch), generation (heads, batch, kv). `window`:
+    the rows measured with that sliding window (0 = full attention)."""
     op = "context_attention" if family == "context_attention" else "generation_attention"
     if family not in tables:
         raise OpTableError(op, "table", f"the op-time table has no {family} family")
@@ -151,7 +153,7 @@ def attention_slice(
         (c["kv_cache_dtype"] == kv_dtype)
         & (table_nkv == n_kv_lookup)
         & (c["head_dim"] == d)
-        & (c["window_size"] == 0)
+        & (c["window_size"] == window)
     )
     if family == "context_attention":
         mask &= c["attn_dtype"] == fmha_dtype
@@ -161,7 +163,7 @@ def attention_slice(
     idx = np.nonzero(mask)[0]
     if idx.size == 0:
         key = f"attn_dtype={fmha_dtype} " if family == "context_attention" else ""
-        key += f"kv_cache_dtype={kv_dtype} n_kv={n_kv_lookup} head_dim={d} window=0"
+        key += f"kv_cache_dtype={kv_dtype} n_kv={n_kv_lookup} head_dim={d} window={window}"
         raise OpTableError(op, key, f"{family} perf data missing for this key slice")
     rank = lane_ranks(lanes, c["kernel_source"])
     lane_rank = np.array([rank[_lane(s)] for s in c["kernel_source"][idx]], np.int64)
@@ -191,6 +193,19 @@ class GqaAttention(NamedTuple):
     context: GridSlice
     generation: GridSlice
     scalars: dict  # heads and the fused extras (PassScalars field names)
+    # the sliding-window layers' slices (window_size rows), None without such layers
+    banded_context: GridSlice | None = None
+    banded_generation: GridSlice | None = None
+
+
+def banded_leaves(attention: GqaAttention) -> dict:
+    """The OpPlan leaves of the sliding-window layers' slices (none without such layers)."""
+    if attention.banded_context is None:
+        return {}
+    return {
+        "banded_context_attention": attention.banded_context,
+        "banded_generation_attention": attention.banded_generation,
+    }
 
 
 def gqa_attention(
@@ -217,33 +232,24 @@ def gqa_attention(
     n_kv = max(1, model.num_kv_heads // t)
     kv_bytes = DTYPE_BYTES[kv_cache_dtype]
     flops = system.tensor_flops(fmha_dtype)
-    ctx_par = attention_par(n_kv, d, kv_bytes, flops, system.mem_bw, n_heads == n_kv)
-    gen_par = attention_par(n_kv, d, kv_bytes, flops, system.mem_bw, n_heads == n_kv)
-    if silicon:
-        context = attention_slice(
-            tables,
-            "context_attention",
-            lane_order(backend, version),
-            fmha_dtype,
-            kv_cache_dtype,
-            n_heads,
-            n_kv,
-            d,
-            ctx_par,
+    lanes = lane_order(backend, version)
+
+    def slices(window: int) -> tuple[GridSlice, GridSlice]:
+        pars = [attention_par(n_kv, d, kv_bytes, flops, system.mem_bw, n_heads == n_kv)]
+        pars.append(pars[0].copy())
+        for par in pars:
+            par[KA.PAR_WINDOW] = float(window)
+        if not silicon:
+            return absent_grid(pars[0]), absent_grid(pars[1])
+        return tuple(
+            attention_slice(
+                tables, family, lanes, fmha_dtype, kv_cache_dtype, n_heads, n_kv, d, par, window
+            )
+            for family, par in zip(("context_attention", "generation_attention"), pars, strict=True)
         )
-        generation = attention_slice(
-            tables,
-            "generation_attention",
-            lane_order(backend, version),
-            fmha_dtype,
-            kv_cache_dtype,
-            n_heads,
-            n_kv,
-            d,
-            gen_par,
-        )
-    else:
-        context, generation = absent_grid(ctx_par), absent_grid(gen_par)
+
+    context, generation = slices(0)
+    banded = slices(model.sliding_window) if model.banded_layers else (None, None)
     # the new token's K and V at the attention dtype, whatever the cache stores (observed: an fp8
     # KV cache leaves the context extras at bf16 bytes)
     kv_write_b = 2.0 * n_kv * d * DTYPE_BYTES[fmha_dtype]
@@ -270,4 +276,4 @@ def gqa_attention(
         "gen_extra_ms": extra_ms(qk_units, qk_b),
         "gen_extra_sol_ms": extra_sol_ms(qk_units, qk_b),
     }
-    return GqaAttention(context, generation, scalars)
+    return GqaAttention(context, generation, scalars, *banded)

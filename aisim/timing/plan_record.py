@@ -206,9 +206,33 @@ def sum_block(phase: str, name: str, sub_ops: list[OpRow], scale: float) -> tupl
     return OpRow(phase, name, KP.OP_SUM, None, float(len(sub_ops)), scale), hidden
 
 
+def attention_rows(phase: str, num_layers: int, banded: int, scale: float):
+    """The attention op of `phase` (its row and hidden rows): a table op over every layer, or,
+    with `banded` sliding-window layers, one reported op summing the full layers' and the
+    banded layers' lookups, each times its layer count (`scale`: layers per decoder layer, 1 +
+    nextn / layers in decode)."""
+    context = phase == "context"
+    full = KP.OP_ATTN_CONTEXT if context else KP.OP_ATTN_GENERATION
+    if not banded:
+        return OpRow(phase, "attention", full, None, 0.0, scale * num_layers), []
+    band = KP.OP_ATTN_CONTEXT_BANDED if context else KP.OP_ATTN_GENERATION_BANDED
+    block = f"{phase}_attention{SUM_MARK}"  # one block per phase: the phase names it
+    hidden = [
+        OpRow("hidden", f"{block}full", full, None, 0.0, float(num_layers - banded)),
+        OpRow("hidden", f"{block}banded", band, None, 0.0, float(banded)),
+    ]
+    return OpRow(phase, "attention", KP.OP_SUM, None, 2.0, scale), hidden
+
+
 def _first_sub_op(rows: list[OpRow], i: int) -> int:
-    prefix = f"{rows[i].name}{SUM_MARK}"
-    return next(j for j, r in enumerate(rows) if r.phase == "hidden" and r.name.startswith(prefix))
+    """The first hidden row of OP_SUM row i's block: named `<phase>_<name>/...` when both
+    phases have such a block, else `<name>/...`."""
+    prefixes = (f"{rows[i].phase}_{rows[i].name}{SUM_MARK}", f"{rows[i].name}{SUM_MARK}")
+    for prefix in prefixes:
+        for j, r in enumerate(rows):
+            if r.phase == "hidden" and r.name.startswith(prefix):
+                return j
+    raise ValueError(f"no hidden rows for the {rows[i].phase} op {rows[i].name}")
 
 
 def placeholder_plan() -> OpPlan:
@@ -238,6 +262,8 @@ def _stand_ins() -> dict:
     return {
         "context_attention": absent_grid(),
         "generation_attention": absent_grid(),
+        "banded_context_attention": absent_grid(),
+        "banded_generation_attention": absent_grid(),
         "dsa_context": absent_grid(),
         "dsa_generation": absent_grid(),
         "allreduce": absent_curve(),

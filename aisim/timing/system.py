@@ -21,6 +21,7 @@ DTYPE_BYTES = {
     "int8": 1.0,
     "nvfp4": 0.5625,
     "int4_wo": 0.5,  # 4-bit integer weights (w4a16 routed experts)
+    "w4a16_mxfp4": 0.5,  # MXFP4 weights with bf16 activations (gpt-oss experts)
 }
 # the system's tensor-core FLOP/s key, per table dtype name
 _DTYPE_FLOPS_KEY = {
@@ -34,6 +35,7 @@ _DTYPE_FLOPS_KEY = {
     # weight-only int4 multiplies bf16 activations: the MoE SOL's math is at the bf16 rate
     # (oracle: Kimi-K2.5's int4 experts, 8192 tokens at EP8, SOL math 0.3207 ms per layer)
     "int4_wo": "bfloat16_tc_flops",
+    "w4a16_mxfp4": "bfloat16_tc_flops",
 }
 
 

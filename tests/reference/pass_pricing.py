@@ -39,14 +39,19 @@ def attention_sol(context: bool, heads, x1, x2, par):
     generation (batch, kv)."""
     n_kv = heads if par[6] else par[0]
     d, kvb = par[1], par[2]
+    window = par[4]
     if context:
         s, b = x1, x2
-        flops = 2.0 * b * s * s * heads * d * 2.0 / 2.0
+        if 0.0 < window < s:  # each query attends to the window's keys
+            flops = 2.0 * b * s * window * heads * d * 2.0
+        else:
+            flops = 2.0 * b * s * s * heads * d * 2.0 / 2.0
         nbytes = 2.0 * b * (2.0 * heads * s * d) + kvb * b * 2.0 * n_kv * s * d
     else:
         b, s = x1, x2
-        flops = 2.0 * b * heads * d * 2.0 * (s - 1.0)
-        nbytes = b * (heads * d * 2.0 + 2.0 * n_kv * (s - 1.0) * d * kvb + heads * d * 2.0)
+        keys = min(s - 1.0, window) if window > 0.0 else s - 1.0
+        flops = 2.0 * b * heads * d * 2.0 * keys
+        nbytes = b * (heads * d * 2.0 + 2.0 * n_kv * keys * d * kvb + heads * d * 2.0)
     return max(flops / par[3], nbytes / par[5]) * 1000.0
 
 
