@@ -1,0 +1,109 @@
+"""gpt-oss: sliding-window layers, MXFP4 experts and their KV memory (docs/timing.md 3.4, 7.5).
+
+Figures: AISimulate 0.13.0, pinned in tests/golden_optable/gpt_oss_single_request.json (per op)
+and quoted below (memory model); whole runs are the `moe-gpt-oss-*` / `pd-gpt-oss-*` goldens.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from aisim.cli import main
+from aisim.memory import kv_blocks_from_memory
+from aisim.models import load_model
+
+HERE = Path(__file__).parent
+PINNED = json.loads((HERE / "golden_optable" / "gpt_oss_single_request.json").read_text())
+REL = 1e-9
+
+
+def _estimate(tmp_path: Path, config: dict, *args: str) -> dict:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    res = CliRunner().invoke(main, ["estimate", "-c", str(path), *args, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("name", sorted(PINNED["cases"]))
+def test_every_op_matches_aisimulate(name: str, tmp_path: Path) -> None:
+    case = PINNED["cases"][name]
+    isl = case["config"]["traffic"]["source"]["input_tokens"]
+    out = _estimate(tmp_path, case["config"], "--prefill", f"1x{isl}", "--decode", f"1x{isl + 1}")
+    totals = {p["kind"]: p["total_ms"] for p in out["passes"]}
+    assert totals["prefill"] == pytest.approx(case["prefill_ms"], rel=REL)
+    assert totals["decode"] == pytest.approx(case["decode_ms"], rel=REL)
+    ops = {op["op"]: op["ms"] for p in out["passes"] for op in p["ops"]}
+    assert ops.keys() == case["ops"].keys()
+    for op, ms in case["ops"].items():
+        assert ops[op] == pytest.approx(ms, rel=REL, abs=1e-12), op
+
+
+def test_banded_layers_change_the_attention_price(tmp_path: Path) -> None:
+    """Read as full attention on every layer, gpt-oss-120b's context attention would be
+    1.312737 ms at TP4 and 1,024 tokens; its 18 banded layers make it 1.185345 ms."""
+    case = PINNED["cases"]["vllm-120b-tp4-ep4-1024"]
+    raw = json.loads((HERE.parent / "data/models/openai--gpt-oss-120b_config.json").read_text())
+    raw["layer_types"] = ["full_attention"] * raw["num_hidden_layers"]
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    config = json.loads(json.dumps(case["config"]))
+    config["engine"]["model"] = str(tmp_path / "config.json")
+    out = _estimate(tmp_path, config, "--prefill", "1x1024")
+    ops = {op["op"]: op["ms"] for op in out["passes"][0]["ops"]}
+    assert ops["context_attention"] == pytest.approx(1.312737, abs=1e-6)
+    assert case["ops"]["context_attention"] == pytest.approx(1.185345, abs=1e-6)
+
+
+def test_checkpoint_is_read_as_banded_mxfp4_experts() -> None:
+    model = load_model("openai/gpt-oss-120b")
+    assert (model.num_layers, model.banded_layers, model.sliding_window) == (36, 18, 128)
+    assert (model.num_experts, model.moe_intermediate_size) == (128, 2880)
+    assert model.weight_quant == "w4a16_mxfp4" and model.experts_only_quant
+    small = load_model("openai/gpt-oss-20b")
+    assert (small.num_layers, small.banded_layers, small.num_experts) == (24, 12, 32)
+
+
+def test_layer_types_of_other_models_are_read_as_full_attention(tmp_path: Path) -> None:
+    """AISimulate 0.13 reads `layer_types` only for gpt-oss: a Qwen3-8B given alternating
+    sliding layers of window 128 is priced as without them (oracle: context_attention
+    2.330601 ms at TP4 and 1,024 tokens either way)."""
+    raw = json.loads((HERE.parent / "data/models/Qwen--Qwen3-8B_config.json").read_text())
+    raw.update(sliding_window=128, layer_types=["sliding_attention", "full_attention"] * 18)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(raw))
+    assert load_model(str(path)).banded_layers == 0
+
+
+def test_kv_memory_holds_one_window_of_the_banded_layers() -> None:
+    """AISimulate 0.13, gpt-oss-120b vLLM TP4 x EP4 on b200_sxm (--detail memory): budget
+    153,979,359,232 B, kv_size_per_token_bytes 18,432, 16,707,701 tokens, 261,057 blocks."""
+    est = kv_blocks_from_memory(
+        load_model("openai/gpt-oss-120b"),
+        backend="vllm",
+        block_size=64,
+        tensor=4,
+        moe_expert=4,
+        gpu_memory_bytes=193_273_528_320,
+    )
+    assert est.kv_budget_bytes == 153_979_359_232
+    assert est.kv_bytes_per_token == 18_432
+    assert (est.kv_tokens, est.blocks) == (16_707_701, 261_057)
+
+
+def test_mxfp4_checkpoint_with_quantized_attention_is_refused(tmp_path: Path) -> None:
+    raw = json.loads((HERE.parent / "data/models/openai--gpt-oss-120b_config.json").read_text())
+    raw["quantization_config"]["modules_to_not_convert"] = ["lm_head"]
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    config = json.loads(json.dumps(PINNED["cases"]["vllm-120b-tp4-ep4-1024"]["config"]))
+    config["engine"]["model"] = str(tmp_path / "config.json")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    res = CliRunner().invoke(main, ["predict", "-c", str(path)])
+    assert res.exit_code == 2, res.output
+    (error,) = [line for line in res.output.splitlines() if line.startswith("aisim: error")]
+    assert "weights mxfp4" in error and "checkpoint" in error
