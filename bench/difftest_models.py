@@ -30,6 +30,22 @@ MODEL_SPACE_SPLITS = {
         (4, 2, 1, 8, 1),
     ],
 }
+MODEL_SPACE_SPLITS["openai/gpt-oss-120b"] = [
+    (4, 1, 1, 4, 1),
+    (2, 1, 1, 2, 1),
+    (8, 1, 1, 8, 1),
+    (1, 1, 1, 1, 1),
+    (1, 4, 1, 4, 1),
+    (2, 2, 1, 4, 1),
+    (1, 8, 1, 8, 1),
+]
+MODEL_SPACE_SPLITS["openai/gpt-oss-20b"] = [
+    (1, 1, 1, 1, 1),
+    (2, 1, 1, 2, 1),
+    (4, 1, 1, 4, 1),
+    (1, 2, 1, 2, 1),
+    (2, 2, 1, 4, 1),
+]
 # Kimi-K2.5 (int4 experts) and its NVFP4 export, GLM-5.1: the splits of their base models
 MODEL_SPACE_SPLITS["moonshotai/Kimi-K2.5"] = MODEL_SPACE_SPLITS["moonshotai/Kimi-K2-Instruct"]
 MODEL_SPACE_SPLITS["nvidia/Kimi-K2.5-NVFP4"] = MODEL_SPACE_SPLITS["moonshotai/Kimi-K2-Instruct"]
@@ -56,6 +72,8 @@ MODEL_SPACES = {
         "moonshotai/Kimi-K2.5": 0.12,
         "nvidia/Kimi-K2.5-NVFP4": 0.08,
         "nvidia/GLM-5-NVFP4": 0.1,
+        "openai/gpt-oss-120b": 0.3,
+        "openai/gpt-oss-20b": 0.15,
     },
 }
 MLA_MODELS = (

@@ -119,7 +119,8 @@ WEIGHTS_GB = {
     "mistralai/Mixtral-8x7B-v0.1": 94, "mistralai/Mixtral-8x22B-v0.1": 282,
     "MiniMaxAI/MiniMax-M2.5": 230, "moonshotai/Kimi-K2-Instruct": 1030,
     "zai-org/GLM-5-FP8": 760, "zai-org/GLM-5.1-FP8": 760, "moonshotai/Kimi-K2.5": 600,
-    "nvidia/Kimi-K2.5-NVFP4": 600, "nvidia/GLM-5-NVFP4": 430,
+    "nvidia/Kimi-K2.5-NVFP4": 600, "nvidia/GLM-5-NVFP4": 430, "openai/gpt-oss-120b": 63,
+    "openai/gpt-oss-20b": 14,
 }  # fmt: skip
 
 
@@ -177,8 +178,9 @@ class _Workload:
 
 def space_version(space: str = "default") -> str:
     # models2: Kimi-K2 on both backends; models3: GLM-5-FP8 added; models4: GLM-5 on both
-    # backends, GLM-5.1-FP8, Kimi-K2.5 (vLLM) and its NVFP4 export added; models5: GLM-5-NVFP4
-    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}5"
+    # backends, GLM-5.1-FP8, Kimi-K2.5 (vLLM) and its NVFP4 export added; models5: GLM-5-NVFP4;
+    # models6: gpt-oss-20b / 120b
+    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}6"
 
 
 def sample_case(seed: int, index: int, space: str = "default") -> Case:
@@ -585,6 +587,8 @@ def _kv_bytes(model: str, par: dict) -> int:
         "mistralai/Mixtral-8x7B-v0.1": 8 * 128 * 2 * 2,
         "mistralai/Mixtral-8x22B-v0.1": 8 * 128 * 2 * 2,
         "MiniMaxAI/MiniMax-M2.5": 8 * 128 * 2 * 2,
+        "openai/gpt-oss-120b": 8 * 64 * 2 * 2,
+        "openai/gpt-oss-20b": 8 * 64 * 2 * 2,
     }.get(model, 656)
     layers = {
         "Qwen/Qwen3-0.6B": 28,
@@ -595,6 +599,8 @@ def _kv_bytes(model: str, par: dict) -> int:
         "mistralai/Mixtral-8x7B-v0.1": 32,
         "mistralai/Mixtral-8x22B-v0.1": 56,
         "MiniMaxAI/MiniMax-M2.5": 62,
+        "openai/gpt-oss-120b": 36,
+        "openai/gpt-oss-20b": 24,
     }.get(model, 61)
     return max(1, per_layer * layers // max(1, par.get("tensor", 1)))
 
