@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aisim.errors import CapacityError, ConfigError, NotAvailableError
-from aisim.models import ModelArch, attention_excluded_on
+from aisim.models import LLAMA4, WINDOWED_KV_MODEL_TYPES, ModelArch, attention_excluded_on
 
 # b200_sxm system constants (misc.nccl_mem and misc.other_mem of the silicon system yaml);
 # the caller passes the compiled system's values, these are only the defaults.
@@ -135,6 +135,16 @@ def weights_bytes(
     q = (model.num_attention_heads // tp) * d
     kv = 2 * -(-model.num_kv_heads // tp) * d
     attn = ((q + kv) * h + h * q) * gemm_bytes  # qkv, o_proj
+    if family == "moe" and model.model_type == LLAMA4:
+        # MoE layers every moe_layer_step-th (router + routed experts; the shared expert is
+        # not counted), dense FFNs split by TP between them, the embedding kept whole
+        # (oracle: Maverick TP8 x EP8 101,260,738,560 B, Scout TP4 x EP4 52,422,410,240 B)
+        moe_layers = model.num_layers // model.moe_layer_step
+        dense = 3 * model.dense_intermediate_size * h / tp * gemm_bytes
+        experts = h * model.num_experts * 2.0 + _routed(model, moe_tensor, moe_expert) * moe_bytes
+        total = model.num_layers * attn + moe_layers * experts
+        total += (model.num_layers - moe_layers) * dense
+        return (total + model.vocab_size * h * 2.0 + vocab_tp) / pipeline
     if family == "moe":
         layer = (
             attn + h * model.num_experts * 2.0 + _routed(model, moe_tensor, moe_expert) * moe_bytes
@@ -203,7 +213,10 @@ def activations_bytes(
     max_batched_tokens: int,
 ) -> float:
     """Activation workspace from the pass token budget T alone, floored at 70 MiB."""
-    coeffs = _ACT_COEFF["dense" if family == "dense" else "moe"]
+    # Llama-4 takes the dense coefficients (oracle: Scout TP4 and Maverick TP8, 838,860,800 B
+    # at 16,384 tokens)
+    dense = family == "dense" or model.model_type == LLAMA4
+    coeffs = _ACT_COEFF["dense" if dense else "moe"]
     key = min(tensor, 8)
     if key not in coeffs:
         raise NotAvailableError(
@@ -251,8 +264,8 @@ def _kv_tokens(model: ModelArch, budget: float, kv_tok: float) -> float:
     a window of tokens, so the budget first holds one window of theirs and then tokens of the
     full layers alone (oracle: gpt-oss-120b at TP 4, 16,707,701 tokens from a 153,979,359,232 B
     budget = (budget - 128 x 9,216) // 9,216)."""
-    if not model.banded_layers:
-        return budget // kv_tok
+    if not model.banded_layers or model.model_type not in WINDOWED_KV_MODEL_TYPES:
+        return budget // kv_tok  # Llama-4's chunked layers keep every token (oracle)
     banded = kv_tok * model.banded_layers / model.num_layers
     return (budget - model.sliding_window * banded) // (kv_tok - banded)
 

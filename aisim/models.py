@@ -57,10 +57,15 @@ class ModelArch:
     # an entry inside the attention block names none of its projections (GLM-5-FP8's
     # `self_attn.q_a_layernorm`): read per backend and plan (attention_excluded_on)
     attention_other_excluded: bool = False
-    # layers that attend within a sliding window of `sliding_window` tokens (gpt-oss:
-    # `layer_types` lists them as "sliding_attention"); 0 = every layer attends in full
+    # layers that attend within a window of `sliding_window` tokens (gpt-oss: `layer_types`
+    # lists them as "sliding_attention"; Llama-4: half the layers, chunked attention of
+    # `attention_chunk_size`); 0 = every layer attends in full
     banded_layers: int = 0
     sliding_window: int = 0
+    # Llama-4: every moe_layer_step-th layer is an MoE layer, the others dense FFNs of width
+    # dense_intermediate_size (`interleave_moe_layer_step`, `intermediate_size_mlp`)
+    moe_layer_step: int = 1
+    dense_intermediate_size: int = 0
 
 
 def shipped_model_ids() -> list[str]:
@@ -124,7 +129,9 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
             shared_experts_excluded=shared_excluded,
             attention_other_excluded=other_excluded,
             banded_layers=_banded_layers(raw),
-            sliding_window=_int(raw, "sliding_window") if _banded_layers(raw) else 0,
+            sliding_window=_window(raw) if _banded_layers(raw) else 0,
+            moe_layer_step=_int(raw, "interleave_moe_layer_step") or 1,
+            dense_intermediate_size=_int(raw, "intermediate_size_mlp"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{field}: model config {model!r} lacks a usable {exc}") from None
@@ -144,19 +151,33 @@ def _language_model(raw: dict) -> dict:
     return merged
 
 
-# model types whose sliding-window layers AISimulate prices (and sizes in KV memory) as such;
-# it reads other models' `layer_types` as full attention (oracle: a Qwen3-8B and a Mixtral
-# given sliding layers price as without them)
+# model types whose sliding-window layers AISimulate prices as such (gpt-oss's also hold one
+# window of KV); it reads other models' `layer_types` as full attention (oracle: a Qwen3-8B and
+# a Mixtral given sliding layers price as without them)
 BANDED_MODEL_TYPES = ("gpt_oss",)
+WINDOWED_KV_MODEL_TYPES = BANDED_MODEL_TYPES
+# Llama-4: AISimulate prices half the layers with chunked attention (the attention tables'
+# rows at window_size = attention_chunk_size), whatever the config says of which layers
+LLAMA4 = "llama4_text"
 
 
 def _banded_layers(raw: dict) -> int:
-    """How many layers `layer_types` marks as sliding-window attention, for a model type
-    whose banded layers are priced as such."""
+    """How many layers attend within a window: those `layer_types` marks as sliding-window
+    attention, for a model type whose banded layers are priced as such; half of Llama-4's."""
+    if raw.get("model_type") == LLAMA4 and raw.get("attention_chunk_size"):
+        return int(raw["num_hidden_layers"]) // 2
     kinds = raw.get("layer_types")
     if raw.get("model_type") not in BANDED_MODEL_TYPES or not isinstance(kinds, list):
         return 0
     return sum(k == "sliding_attention" for k in kinds)
+
+
+def _window(raw: dict) -> int:
+    return (
+        _int(raw, "attention_chunk_size")
+        if raw.get("model_type") == LLAMA4
+        else _int(raw, "sliding_window")
+    )
 
 
 def _qk_norm(raw: dict) -> bool:

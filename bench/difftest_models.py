@@ -46,6 +46,20 @@ MODEL_SPACE_SPLITS["openai/gpt-oss-20b"] = [
     (1, 2, 1, 2, 1),
     (2, 2, 1, 4, 1),
 ]
+MODEL_SPACE_SPLITS["meta-llama/Llama-4-Scout-17B-16E-Instruct"] = [
+    (4, 1, 1, 4, 1),
+    (2, 1, 1, 2, 1),
+    (8, 1, 1, 8, 1),
+    (1, 4, 1, 4, 1),
+    (2, 2, 1, 4, 1),
+    (1, 8, 1, 8, 1),
+]
+MODEL_SPACE_SPLITS["meta-llama/Llama-4-Maverick-17B-128E-Instruct"] = [
+    (8, 1, 1, 8, 1),
+    (1, 8, 1, 8, 1),
+    (2, 4, 1, 8, 1),
+    (4, 2, 1, 8, 1),
+]
 # Kimi-K2.5 (int4 experts) and its NVFP4 export, GLM-5.1: the splits of their base models
 MODEL_SPACE_SPLITS["moonshotai/Kimi-K2.5"] = MODEL_SPACE_SPLITS["moonshotai/Kimi-K2-Instruct"]
 MODEL_SPACE_SPLITS["nvidia/Kimi-K2.5-NVFP4"] = MODEL_SPACE_SPLITS["moonshotai/Kimi-K2-Instruct"]
@@ -74,6 +88,8 @@ MODEL_SPACES = {
         "nvidia/GLM-5-NVFP4": 0.1,
         "openai/gpt-oss-120b": 0.3,
         "openai/gpt-oss-20b": 0.15,
+        "meta-llama/Llama-4-Scout-17B-16E-Instruct": 0.2,
+        "meta-llama/Llama-4-Maverick-17B-128E-Instruct": 0.12,
     },
 }
 MLA_MODELS = (

@@ -120,7 +120,8 @@ WEIGHTS_GB = {
     "MiniMaxAI/MiniMax-M2.5": 230, "moonshotai/Kimi-K2-Instruct": 1030,
     "zai-org/GLM-5-FP8": 760, "zai-org/GLM-5.1-FP8": 760, "moonshotai/Kimi-K2.5": 600,
     "nvidia/Kimi-K2.5-NVFP4": 600, "nvidia/GLM-5-NVFP4": 430, "openai/gpt-oss-120b": 63,
-    "openai/gpt-oss-20b": 14,
+    "openai/gpt-oss-20b": 14, "meta-llama/Llama-4-Scout-17B-16E-Instruct": 218,
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": 800,
 }  # fmt: skip
 
 
@@ -179,7 +180,7 @@ class _Workload:
 def space_version(space: str = "default") -> str:
     # models2: Kimi-K2 on both backends; models3: GLM-5-FP8 added; models4: GLM-5 on both
     # backends, GLM-5.1-FP8, Kimi-K2.5 (vLLM) and its NVFP4 export added; models5: GLM-5-NVFP4;
-    # models6: gpt-oss-20b / 120b
+    # models6: gpt-oss-20b / 120b, Llama-4 Scout / Maverick
     return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}6"
 
 
@@ -589,6 +590,8 @@ def _kv_bytes(model: str, par: dict) -> int:
         "MiniMaxAI/MiniMax-M2.5": 8 * 128 * 2 * 2,
         "openai/gpt-oss-120b": 8 * 64 * 2 * 2,
         "openai/gpt-oss-20b": 8 * 64 * 2 * 2,
+        "meta-llama/Llama-4-Scout-17B-16E-Instruct": 8 * 128 * 2 * 2,
+        "meta-llama/Llama-4-Maverick-17B-128E-Instruct": 8 * 128 * 2 * 2,
     }.get(model, 656)
     layers = {
         "Qwen/Qwen3-0.6B": 28,
@@ -601,6 +604,8 @@ def _kv_bytes(model: str, par: dict) -> int:
         "MiniMaxAI/MiniMax-M2.5": 62,
         "openai/gpt-oss-120b": 36,
         "openai/gpt-oss-20b": 24,
+        "meta-llama/Llama-4-Scout-17B-16E-Instruct": 48,
+        "meta-llama/Llama-4-Maverick-17B-128E-Instruct": 48,
     }.get(model, 61)
     return max(1, per_layer * layers // max(1, par.get("tensor", 1)))
 

@@ -234,8 +234,8 @@ def test_single_request_anchors(key: tuple, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("model_type", "extra", "name"),
     [
-        # Llama-4: chunked attention and interleaved dense / MoE layers, not this graph
-        ("llama4_text", {"num_local_experts": 16, "attention_chunk_size": 8192}, "llama4_text"),
+        # Phi-3.5-MoE: its own expert graph, not one AISimulate's tables were checked for
+        ("phimoe", {"num_local_experts": 16}, "phimoe"),
         # Qwen2-MoE: a shared expert beside the routed ones
         ("qwen2_moe", {"num_experts": 60, "shared_expert_intermediate_size": 5632}, "qwen2_moe"),
     ],

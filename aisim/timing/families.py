@@ -1,7 +1,9 @@
 """Which plan family prices a model, and which table families it reads.
 
 dense Qwen3 / Llama / MiMo                   aisim.timing.family_dense
-MoE, GQA (Qwen3 MoE, Mixtral, MiniMax-M2)    aisim.timing.family_qwen3_moe
+MoE, GQA (Qwen3 MoE, Mixtral, MiniMax-M2,    aisim.timing.family_qwen3_moe
+  gpt-oss)
+Llama-4 (chunked layers, dense / MoE)        aisim.timing.family_llama4
 DeepSeek-V3 / R1, Kimi-K2 (dense MLA)        aisim.timing.family_deepseek_mla
 DeepSeek-V3.2, GLM-5 (DSA)                   aisim.timing.family_deepseek_dsa
 """
@@ -9,7 +11,7 @@ DeepSeek-V3.2, GLM-5 (DSA)                   aisim.timing.family_deepseek_dsa
 from __future__ import annotations
 
 from aisim.errors import NotAvailableError
-from aisim.models import INT4_WEIGHT_ONLY, ModelArch
+from aisim.models import INT4_WEIGHT_ONLY, LLAMA4, ModelArch
 from aisim.timing import family_deepseek_dsa, family_deepseek_mla
 from aisim.timing.plan_record import Deployment, PassPlan
 from aisim.timing.system import GpuSystem
@@ -18,8 +20,8 @@ from aisim.timing.tables import FAMILIES, MOE_FAMILIES, Tables
 # MiMo-7B is a Qwen2-shaped decoder (its MTP layers are priced only through engine.nextn)
 DENSE_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral", "mimo")
 # one MoE layer per decoder layer, no shared expert, GQA attention (full, or full and sliding
-# window layers: gpt-oss): the graph family_qwen3_moe prices (Qwen2-MoE's shared expert and
-# Llama-4's interleaved dense layers and chunked attention differ)
+# window layers: gpt-oss): the graph family_qwen3_moe prices (Llama-4 has its own family;
+# Qwen2-MoE's shared expert differs)
 GQA_MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "minimax_m2", "gpt_oss")
 KIMI_K2 = "kimi_k2"  # DeepseekV3ForCausalLM with 64 heads and 384 experts: the V3 plan
 GLM_DSA = "glm_moe_dsa"  # GLM-5: DeepSeek-V3.2's DSA layers, its own module-table rows
@@ -43,12 +45,12 @@ def table_families(model: ModelArch) -> tuple[str, ...]:
 def check_priced(model: ModelArch, where: str) -> None:
     """NotAvailableError for a model no family prices (MLA models: `build_plan`)."""
     if is_moe_model(model) and model.kv_lora_rank == 0:
-        if model.model_type not in GQA_MOE_MODEL_TYPES:
+        if model.model_type not in (*GQA_MOE_MODEL_TYPES, LLAMA4):
             raise NotAvailableError(
                 f"{where}.timing: op-level timing for {model.model_id} "
                 f"({model.model_type or 'unnamed'} MoE architecture) is not available yet in "
                 f"aisim; MoE models with GQA attention priced so far: Qwen3 MoE, Mixtral, "
-                "MiniMax-M2, gpt-oss (fixed or polynomial timing works for any model)"
+                "MiniMax-M2, gpt-oss, Llama-4 (fixed or polynomial timing works for any model)"
             )
         return
     if not is_moe_model(model) and model.model_type not in DENSE_MODEL_TYPES:
@@ -88,6 +90,7 @@ def build_plan(
     """The model's op plan from its family's builder."""
     from aisim.memory import default_quant_modes
     from aisim.timing.family_dense import build_dense_plan
+    from aisim.timing.family_llama4 import build_llama4_plan
     from aisim.timing.family_qwen3_moe import build_qwen3_moe_plan
 
     # int4-expert checkpoints: bf16 GEMMs and KV (memory.default_quant_modes, as DeepSeekDtypes)
@@ -114,6 +117,10 @@ def build_plan(
             fmha_dtype=fmha,
         )
     deployment.check_moe_mode()
+    if model.model_type == LLAMA4:
+        return build_llama4_plan(
+            model, tables, system, deployment, kv_cache_dtype=kv_dtype, fmha_dtype=fmha
+        )
     if model.kv_lora_rank == 0:
         return build_qwen3_moe_plan(
             model,

@@ -1,7 +1,10 @@
-"""gpt-oss: sliding-window layers, MXFP4 experts and their KV memory (docs/timing.md 3.4, 7.5).
+"""Models with windowed attention layers (docs/timing.md 3.4, 7.5): gpt-oss (sliding-window
+layers, MXFP4 experts, KV memory holding one window) and Llama-4 (chunked layers, interleaved
+dense / MoE layers).
 
-Figures: AISimulate 0.13.0, pinned in tests/golden_optable/gpt_oss_single_request.json (per op)
-and quoted below (memory model); whole runs are the `moe-gpt-oss-*` / `pd-gpt-oss-*` goldens.
+Figures: AISimulate 0.13.0, pinned in tests/golden_optable/banded_models_single_request.json
+(per op) and quoted below (memory model); whole runs are the `moe-gpt-oss-*`, `moe-llama4-*`
+and `pd-*` goldens of these models.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from aisim.memory import kv_blocks_from_memory
 from aisim.models import load_model
 
 HERE = Path(__file__).parent
-PINNED = json.loads((HERE / "golden_optable" / "gpt_oss_single_request.json").read_text())
+PINNED = json.loads((HERE / "golden_optable" / "banded_models_single_request.json").read_text())
 REL = 1e-9
 
 
@@ -107,3 +110,36 @@ def test_mxfp4_checkpoint_with_quantized_attention_is_refused(tmp_path: Path) ->
     assert res.exit_code == 2, res.output
     (error,) = [line for line in res.output.splitlines() if line.startswith("aisim: error")]
     assert "weights mxfp4" in error and "checkpoint" in error
+
+
+def test_llama4_is_read_as_half_chunked_layers() -> None:
+    scout = load_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    assert (scout.num_layers, scout.banded_layers, scout.sliding_window) == (48, 24, 8192)
+    assert (scout.num_experts, scout.moe_layer_step) == (16, 1)
+    maverick = load_model("meta-llama/Llama-4-Maverick-17B-128E-Instruct")
+    assert (maverick.moe_layer_step, maverick.dense_intermediate_size) == (2, 16384)
+
+
+@pytest.mark.parametrize(
+    ("model", "tensor", "weights", "tokens", "blocks"),
+    [
+        # AISimulate 0.13, vLLM on b200_sxm, 16,384 batched tokens (--detail memory)
+        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", 4, 52_422_410_240, 2_370_519, 37_039),
+        ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", 8, 101_260_738_560, 2_753_802, 43_028),
+    ],
+)
+def test_llama4_kv_memory(model: str, tensor: int, weights: int, tokens: int, blocks: int) -> None:
+    """Embedding whole, dense FFNs between the MoE layers, no shared expert, the dense
+    activation coefficient, and every token of the chunked layers kept."""
+    est = kv_blocks_from_memory(
+        load_model(model),
+        backend="vllm",
+        block_size=64,
+        tensor=tensor,
+        moe_expert=tensor,
+        gpu_memory_bytes=193_273_528_320,
+        max_batched_tokens=16384,
+    )
+    assert est.weights_bytes == weights
+    assert est.activations_bytes == 838_860_800
+    assert (est.kv_tokens, est.blocks) == (tokens, blocks)

@@ -1,0 +1,172 @@
+"""Plan family: Llama-4 Scout / Maverick (docs/timing.md 3.4).
+
+AISimulate 0.13 prices Llama-4 as two groups of half the layers each: `global` layers (full
+attention, MoE FFN) and `swa` layers (chunked attention, read from the attention tables' rows
+at window_size = attention_chunk_size; an MoE FFN when every layer is MoE (Scout), a dense FFN,
+`swa_dense`, when MoE layers alternate with dense ones (Maverick)). Each group lists its own
+ops: attn_norm, qkv / proj GEMMs, then moe_norm, router GEMM, dispatch, routed experts (the
+moe table's power_law_1.01 rows; the shared expert is not priced) and combine, or ffn_norm,
+gate_up GEMM, act and down GEMM. One reported `attention` op sums both groups' lookups; the
+lm_head is priced in both phases; there is no embedding allreduce and no per-layer allreduce.
+"""
+
+from __future__ import annotations
+
+from aisim.errors import NotAvailableError
+from aisim.kernels import optime_pass as KP
+from aisim.models import ModelArch
+from aisim.timing.leaf_attention import banded_leaves, gqa_attention
+from aisim.timing.leaf_dispatch import dispatch_curves, gather_scale
+from aisim.timing.leaf_gemm import GemmOp, gemm_sites
+from aisim.timing.leaf_moe import moe_curve
+from aisim.timing.plan_record import (
+    Deployment,
+    OpRow,
+    PassPlan,
+    allreduce_scalars,
+    assemble,
+    attention_rows,
+)
+from aisim.timing.system import GpuSystem
+from aisim.timing.tables import Tables
+
+MOE_DISTRIBUTION = "power_law_1.01"  # the moe rows Llama-4 reads (oracle: 1.2 is 9 % off)
+
+
+def build_llama4_plan(
+    model: ModelArch,
+    tables: Tables,
+    system: GpuSystem,
+    deployment: Deployment,
+    *,
+    kv_cache_dtype: str = "bfloat16",
+    fmha_dtype: str = "bfloat16",
+) -> PassPlan:
+    deployment.check_moe_mode()
+    where = deployment.where(model.model_id)
+    if model.moe_layer_step not in (1, 2) or model.num_layers % 2:
+        raise NotAvailableError(
+            f"op-level timing for {where}: Llama-4 with {model.num_layers} layers and an MoE "
+            f"layer every {model.moe_layer_step} is not available yet in aisim; priced: an even "
+            "layer count with every layer MoE (Scout) or every other (Maverick)"
+        )
+    num_gpus = deployment.moe_group_gpus(where)
+    t = int(deployment.tensor)
+    adp = int(deployment.attention_dp)
+    h = model.hidden_size
+    heads = model.num_attention_heads // t
+    n_kv = max(1, model.num_kv_heads // t)
+    d = model.head_dim
+    dense_inter = model.dense_intermediate_size // t
+    gemm_ops = [
+        GemmOp("qkv_gemm", heads * d + 2 * n_kv * d, h, "bfloat16"),
+        GemmOp("proj_gemm", h, heads * d, "bfloat16"),
+        GemmOp("router_gemm", model.num_experts, h, "bfloat16"),
+        GemmOp("gate_up_gemm", 2 * dense_inter, h, "bfloat16"),
+        GemmOp("down_gemm", h, dense_inter, "bfloat16"),
+        GemmOp("logits_gemm", model.vocab_size // t, h, "bfloat16"),
+    ]
+    if model.moe_layer_step == 1:
+        gemm_ops = [g for g in gemm_ops if g.name not in ("gate_up_gemm", "down_gemm")]
+    gemm = gemm_sites(gemm_ops, tables, system)
+    attention = gqa_attention(
+        model,
+        tables,
+        system,
+        backend=deployment.backend,
+        version=deployment.version,
+        tensor_parallel=t,
+        silicon=True,
+        kv_cache_dtype=kv_cache_dtype,
+        fmha_dtype=fmha_dtype,
+    )
+    moe = moe_curve(
+        tables,
+        model,
+        dtype="bfloat16",
+        distribution=MOE_DISTRIBUTION,
+        moe_tp=deployment.moe_tensor,
+        moe_ep=deployment.moe_expert,
+        attention_dp=adp,
+        system=system,
+        where=where,
+    )
+    comm = dispatch_curves(tables, deployment.backend, t, adp, num_gpus, where, system)
+    gather = gather_scale(deployment.backend, "bfloat16", adp, system)
+    half = float(model.num_layers // 2)
+
+    def moe_ffn(phase: str, group: str, layers: float) -> list[OpRow]:
+        return [
+            OpRow(phase, f"{group}_moe_norm", KP.OP_MEM_TOKENS, None, 8.0 * h, layers),
+            OpRow(phase, f"{group}_router_gemm", KP.OP_GEMM_TOKENS, "router_gemm", 0.0, layers),
+            OpRow(
+                phase,
+                f"{group}_moe_pre_dispatch",
+                KP.OP_NCCL_ALL_GATHER,
+                None,
+                h * adp * gather,
+                layers,
+            ),
+            OpRow(phase, f"{group}_moe", KP.OP_MOE, None, 0.0, layers),
+            OpRow(
+                phase,
+                f"{group}_moe_post_dispatch",
+                KP.OP_NCCL_REDUCE_SCATTER,
+                None,
+                float(h * adp),
+                layers,
+            ),
+        ]
+
+    def dense_ffn(phase: str, group: str, layers: float) -> list[OpRow]:
+        return [
+            OpRow(phase, f"{group}_ffn_norm", KP.OP_MEM_TOKENS, None, 8.0 * h, layers),
+            OpRow(phase, f"{group}_gate_up_gemm", KP.OP_GEMM_TOKENS, "gate_up_gemm", 0.0, layers),
+            OpRow(phase, f"{group}_act", KP.OP_MEM_TOKENS, None, 3.0 * dense_inter * 2.0, layers),
+            OpRow(phase, f"{group}_down_gemm", KP.OP_GEMM_TOKENS, "down_gemm", 0.0, layers),
+        ]
+
+    rows: list[OpRow] = []
+    hidden: list[OpRow] = []
+    swa = "swa" if model.moe_layer_step == 1 else "swa_dense"
+    for phase in ("context", "generation"):
+        layers = float(model.num_layers + (deployment.nextn if phase == "generation" else 0))
+        once = layers / model.num_layers
+        group = half * once
+        attn, banded = attention_rows(phase, model.num_layers, model.banded_layers, once)
+        hidden += banded
+        rows.append(OpRow(phase, "embedding", KP.OP_MEM_TOKENS, None, 2.0 * h, once))
+        for name, ffn in (("global", moe_ffn), (swa, moe_ffn if swa == "swa" else dense_ffn)):
+            rows += [
+                OpRow(phase, f"{name}_attn_norm", KP.OP_MEM_TOKENS, None, 8.0 * h, group),
+                OpRow(phase, f"{name}_qkv_gemm", KP.OP_GEMM_TOKENS, "qkv_gemm", 0.0, group),
+                OpRow(phase, f"{name}_proj_gemm", KP.OP_GEMM_TOKENS, "proj_gemm", 0.0, group),
+                *ffn(phase, name, group),
+            ]
+        rows += [
+            attn,
+            OpRow(phase, "logits_gemm", KP.OP_GEMM_REQUESTS, "logits_gemm", 0.0, once),
+            OpRow(phase, "p2p", KP.OP_P2P, None, 2.0 * h, float(deployment.pipeline - 1) * once),
+        ]
+    scalars = {
+        **allreduce_scalars(system, t),
+        **attention.scalars,
+        "dispatch_gpus": num_gpus,
+        "dispatch_allreduce": comm.with_allreduce,
+    }
+    return assemble(
+        model.model_id,
+        deployment,
+        system,
+        rows + hidden,
+        gemm_ops,
+        gemm,
+        scalars,
+        context_attention=attention.context,
+        generation_attention=attention.generation,
+        **banded_leaves(attention),
+        allreduce=comm.allreduce,
+        all_gather=comm.all_gather,
+        reduce_scatter=comm.reduce_scatter,
+        moe=moe,
+    )
