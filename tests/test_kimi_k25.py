@@ -139,14 +139,38 @@ def test_int4_gemms_and_unpriced_nvfp4_mla_checkpoints_are_refused(tmp_path: Pat
         assert len(lines) == 1 and "int4 routed experts" in lines[0], lines
 
 
-def test_int4_experts_at_a_next_version_are_refused(tmp_path: Path) -> None:
-    """gb300's next vLLM slot priced a Kimi-K2.5 run off AISimulate (difftest); int4 experts
-    are priced at each GPU's current version only, so a next slot is refused in one line."""
-    from aisim.engine.spec import resolve
-    from aisim.errors import NotAvailableError
-    from aisim.timing.provider import plan_for
-
-    cfg = load_config(str(_config(tmp_path, 8, 1, **{'"0.24.0"': '"0.31.0"'})))
-    with pytest.raises(NotAvailableError) as err:
-        plan_for(resolve(cfg), "c.yaml: engine.workers.aggregated")
-    assert "\n" not in str(err.value) and "current vllm version only" in str(err.value)
+@pytest.mark.parametrize(
+    ("model", "context_ms", "generation_ms"),
+    [
+        # AISimulate 0.13, one request of 1,024 tokens at attention-DP 8 on gb300, vLLM 0.31.0
+        ("moonshotai/Kimi-K2.5", 11.4985, 4.3371),  # Kimi-K3's rows (96 heads, nearest)
+        ("nvidia/Kimi-K2.5-NVFP4", 11.4985, 4.3371),
+        ("moonshotai/Kimi-K2-Instruct", 10.9556, 4.5384),
+        ("deepseek-ai/DeepSeek-V3", 15.7624, 5.5876),  # its own rows
+    ],
+)
+def test_mla_module_rows_of_the_model_nearest_in_heads(
+    tmp_path: Path, model: str, context_ms: float, generation_ms: float
+) -> None:
+    """gb300's next vLLM tables (filled from 0.27.0's) hold Kimi-K3's MLA module rows beside
+    DeepSeek-V3's: a 64-head model reads Kimi-K3's (96 heads), DeepSeek-V3 its own."""
+    sets = {"moonshotai/Kimi-K2.5": model, '"0.24.0"': '"0.31.0"', "b200_sxm": "gb300"}
+    cfg = _config(tmp_path, 1, 8, **sets)
+    res = CliRunner().invoke(
+        main,
+        [
+            "estimate",
+            "-c",
+            str(cfg),
+            "--prefill",
+            "1x1024",
+            "--decode",
+            "1x1025",
+            "--format",
+            "json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    ops = {op["op"]: op["ms"] for p in json.loads(res.stdout)["passes"] for op in p["ops"]}
+    assert ops["context_mla_block"] == pytest.approx(context_ms, rel=1e-9)
+    assert ops["generation_mla_block"] == pytest.approx(generation_ms, rel=1e-9)

@@ -11,7 +11,7 @@ DeepSeek-V3.2, GLM-5 (DSA)                   aisim.timing.family_deepseek_dsa
 from __future__ import annotations
 
 from aisim.errors import NotAvailableError
-from aisim.models import INT4_WEIGHT_ONLY, LLAMA4, ModelArch
+from aisim.models import LLAMA4, ModelArch
 from aisim.timing import family_deepseek_dsa, family_deepseek_mla
 from aisim.timing.plan_record import Deployment, PassPlan
 from aisim.timing.system import GpuSystem
@@ -69,21 +69,6 @@ def fmha_dtype(backend: str, model: ModelArch, kv_cache_dtype: str) -> str:
     return "fp8" if quantized else "bfloat16"
 
 
-def _check_int4_experts_version(model, system, deployment) -> None:
-    """int4 routed experts (Kimi-K2.5) are priced at the GPU's current backend version only:
-    at gb300's next vLLM slot (rows filled from older folders) a run was off, and the other
-    next slots are not checked against AISimulate."""
-    from aisim.config.registry import current_version
-
-    current = current_version(system.hardware, deployment.backend)
-    if deployment.version != current:
-        raise NotAvailableError(
-            f"op-level timing for {deployment.where(model.model_id)}: int4 routed experts are "
-            f"priced at {system.hardware}'s current {deployment.backend} version only; set "
-            f"engine.backend_version: {current!r}"
-        )
-
-
 def build_plan(
     model: ModelArch, tables: Tables, system: GpuSystem, deployment: Deployment
 ) -> PassPlan:
@@ -95,8 +80,6 @@ def build_plan(
 
     # int4-expert checkpoints: bf16 GEMMs and KV (memory.default_quant_modes, as DeepSeekDtypes)
     gemm_dtype, moe_dtype, kv_dtype = default_quant_modes(model)
-    if model.weight_quant == INT4_WEIGHT_ONLY:
-        _check_int4_experts_version(model, system, deployment)
     gemm_q, moe_q, kv_q, fmha_q = deployment.quant_modes
     gemm_dtype, moe_dtype, kv_dtype = gemm_q or gemm_dtype, moe_q or moe_dtype, kv_q or kv_dtype
     fmha = fmha_q or fmha_dtype(deployment.backend, model, kv_dtype)

@@ -23,6 +23,9 @@ aisim.timing.deepseek_layers.
 
 from __future__ import annotations
 
+import numpy as np
+
+from aisim.errors import NotAvailableError
 from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
 from aisim.timing.deepseek_layers import (
@@ -48,8 +51,33 @@ from aisim.timing.tables import Tables
 MODEL_TYPE = "deepseek_v3"
 CONTEXT_MODULE = "mla_context_module"
 GENERATION_MODULE = "mla_generation_module"
-MODULE_MODEL = "deepseek-ai/DeepSeek-V3"  # the module tables' key for the family's rows
+# The models whose rows the MLA module tables hold, by their native attention heads. A plan
+# reads the rows of the model nearest in heads to its own (oracle, gb300 vLLM 0.31.0, whose
+# tables also hold Kimi-K3's rows: Kimi-K2, Kimi-K2.5 and a 64- or 96-head DeepSeek-V3 config
+# read Kimi-K3's, DeepSeek-V3 its own; every other table holds DeepSeek-V3's alone).
+MODULE_MODEL_HEADS = {"deepseek-ai/DeepSeek-V3": 128, "moonshotai/Kimi-K3": 96}
 KERNEL_TABLE_HEADS = 128  # AISimulate keys the TRT-LLM context MLA kernel at DeepSeek's heads
+
+
+def module_model(model: ModelArch, tables: Tables, where: str) -> str:
+    """The model whose rows of the MLA module tables the plan reads: of those the context
+    module table holds, the one nearest in native attention heads."""
+    held = (
+        set(np.unique(tables[CONTEXT_MODULE]["model"]).tolist())
+        if CONTEXT_MODULE in tables
+        else set()
+    )
+    unknown = held - set(MODULE_MODEL_HEADS)
+    known = sorted(
+        (abs(h - model.num_attention_heads), m) for m, h in MODULE_MODEL_HEADS.items() if m in held
+    )
+    if unknown or (len(known) > 1 and known[0][0] == known[1][0]):
+        raise NotAvailableError(
+            f"op-level timing for {where}: the MLA module tables hold rows of "
+            f"{', '.join(sorted(held))}; which of them a {model.num_attention_heads}-head model "
+            "reads is not known to aisim (use another backend version or GPU)"
+        )
+    return known[0][1] if known else next(iter(MODULE_MODEL_HEADS))
 
 
 def build_deepseek_mla_plan(
@@ -64,7 +92,9 @@ def build_deepseek_mla_plan(
     trtllm = deployment.backend == "trtllm"
     block_gemms = _trtllm_block_gemms(model, heads, dtypes.attention) if trtllm else []
     gemms = deepseek_gemms(model, tables, system, deployment, t, block_gemms)
-    key = module_key(model, "model", MODULE_MODEL, dtypes.attention, dtypes.kv)
+    key = module_key(
+        model, "model", module_model(model, tables, where), dtypes.attention, dtypes.kv
+    )
     qk = model.qk_nope_head_dim + model.qk_rope_head_dim
     kv_bytes = DTYPE_BYTES[dtypes.kv]
     module_par = mla_module_par(model, heads, dtypes.attention, dtypes.kv, system)
