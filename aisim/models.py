@@ -66,6 +66,9 @@ class ModelArch:
     # dense_intermediate_size (`interleave_moe_layer_step`, `intermediate_size_mlp`)
     moe_layer_step: int = 1
     dense_intermediate_size: int = 0
+    # DSA layers that reuse another layer's indexer top-k (GLM-5.2 / 5.3 `indexer_types`
+    # "shared"): vLLM's module tables price them from their skip_indexer rows
+    shared_indexer_layers: int = 0
 
 
 def shipped_model_ids() -> list[str]:
@@ -132,6 +135,7 @@ def load_model(model: str, field: str = "engine.model", base_dir: Path | None = 
             sliding_window=_window(raw) if _banded_layers(raw) else 0,
             moe_layer_step=_int(raw, "interleave_moe_layer_step") or 1,
             dense_intermediate_size=_int(raw, "intermediate_size_mlp"),
+            shared_indexer_layers=_count(raw.get("indexer_types"), "shared"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{field}: model config {model!r} lacks a usable {exc}") from None
@@ -170,6 +174,10 @@ def _banded_layers(raw: dict) -> int:
     if raw.get("model_type") not in BANDED_MODEL_TYPES or not isinstance(kinds, list):
         return 0
     return sum(k == "sliding_attention" for k in kinds)
+
+
+def _count(kinds, kind: str) -> int:
+    return sum(k == kind for k in kinds) if isinstance(kinds, list) else 0
 
 
 def _window(raw: dict) -> int:

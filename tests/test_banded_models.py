@@ -143,3 +143,20 @@ def test_llama4_kv_memory(model: str, tensor: int, weights: int, tokens: int, bl
     assert est.weights_bytes == weights
     assert est.activations_bytes == 838_860_800
     assert (est.kv_tokens, est.blocks) == (tokens, blocks)
+
+
+def test_shared_indexer_glm_is_refused_on_vllm(tmp_path: Path) -> None:
+    """GLM-5.2's 57 shared-indexer DSA layers read vLLM's skip_indexer module rows in
+    AISimulate (context attention 205.48 ms at 4,096 tokens, 225.03 if every layer were
+    full): refused on vLLM in one line, priced on TRT-LLM (golden dsa-glm52-fp8-trtllm-*)."""
+    assert load_model("zai-org/GLM-5.2").shared_indexer_layers == 57
+    assert load_model("zai-org/GLM-5.1").shared_indexer_layers == 0
+    golden = HERE / "golden" / "dsa-glm52-fp8-trtllm-dp8-ep8" / "config.yaml"
+    config = yaml.safe_load(golden.read_text())
+    config["engine"].update(backend="vllm", backend_version="0.24.0")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    res = CliRunner().invoke(main, ["predict", "-c", str(path)])
+    assert res.exit_code == 2, res.output
+    (error,) = [line for line in res.output.splitlines() if line.startswith("aisim: error")]
+    assert "share another layer's indexer" in error and "trtllm" in error

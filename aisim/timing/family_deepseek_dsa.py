@@ -9,6 +9,7 @@ expert whole under attention-TP (vLLM and TRT-LLM), and prices no attention-TP a
 
 from __future__ import annotations
 
+from aisim.errors import NotAvailableError
 from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
 from aisim.timing.deepseek_layers import (
@@ -37,6 +38,15 @@ def build_deepseek_dsa_plan(
     deployment.check_moe_mode()
     where = deployment.where(model.model_id)
     deployment.moe_group_gpus(where)
+    if model.shared_indexer_layers and deployment.backend == "vllm":
+        # AISimulate prices them from the skip_indexer module rows beside the full layers'
+        # (oracle: GLM-5.2 context attention 205.48 ms where every layer full gives 225.03):
+        # a second DSA slice the plan does not have
+        raise NotAvailableError(
+            f"op-level timing for {where}: {model.shared_indexer_layers} of its DSA layers "
+            "share another layer's indexer (indexer_types), which vLLM's module tables price "
+            "apart and aisim not yet; use backend trtllm (priced exactly) or GLM-5 / GLM-5.1"
+        )
     heads = model.num_attention_heads // deployment.tensor
     dtypes = DeepSeekDtypes.of(model, deployment.backend)
     gemms = deepseek_gemms(model, tables, system, deployment, SHARED_EXPERT_TP, [])
