@@ -170,10 +170,9 @@ def _banded_layers(raw: dict) -> int:
     attention, for a model type whose banded layers are priced as such; half of Llama-4's."""
     if raw.get("model_type") == LLAMA4 and raw.get("attention_chunk_size"):
         return int(raw["num_hidden_layers"]) // 2
-    kinds = raw.get("layer_types")
-    if raw.get("model_type") not in BANDED_MODEL_TYPES or not isinstance(kinds, list):
+    if raw.get("model_type") not in BANDED_MODEL_TYPES:
         return 0
-    return sum(k == "sliding_attention" for k in kinds)
+    return _count(raw.get("layer_types"), "sliding_attention")
 
 
 def _count(kinds, kind: str) -> int:
