@@ -102,7 +102,14 @@ def build_plan(
     deployment.check_moe_mode()
     if model.model_type == LLAMA4:
         return build_llama4_plan(
-            model, tables, system, deployment, kv_cache_dtype=kv_dtype, fmha_dtype=fmha
+            model,
+            tables,
+            system,
+            deployment,
+            gemm_dtype=gemm_dtype,
+            moe_dtype=moe_dtype,
+            kv_cache_dtype=kv_dtype,
+            fmha_dtype=fmha,
         )
     if model.kv_lora_rank == 0:
         return build_qwen3_moe_plan(

@@ -17,7 +17,7 @@ from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
 from aisim.timing.leaf_attention import banded_leaves, gqa_attention
 from aisim.timing.leaf_dispatch import dispatch_curves, gather_scale
-from aisim.timing.leaf_gemm import GemmOp, gemm_sites
+from aisim.timing.leaf_gemm import GemmOp, gemm_sites, quantized_gemm
 from aisim.timing.leaf_moe import moe_curve
 from aisim.timing.plan_record import (
     Deployment,
@@ -39,6 +39,8 @@ def build_llama4_plan(
     system: GpuSystem,
     deployment: Deployment,
     *,
+    gemm_dtype: str = "bfloat16",
+    moe_dtype: str = "bfloat16",
     kv_cache_dtype: str = "bfloat16",
     fmha_dtype: str = "bfloat16",
 ) -> PassPlan:
@@ -59,11 +61,11 @@ def build_llama4_plan(
     d = model.head_dim
     dense_inter = model.dense_intermediate_size // t
     gemm_ops = [
-        GemmOp("qkv_gemm", heads * d + 2 * n_kv * d, h, "bfloat16"),
-        GemmOp("proj_gemm", h, heads * d, "bfloat16"),
+        quantized_gemm("qkv_gemm", heads * d + 2 * n_kv * d, h, gemm_dtype, False),
+        quantized_gemm("proj_gemm", h, heads * d, gemm_dtype, True),
         GemmOp("router_gemm", model.num_experts, h, "bfloat16"),
-        GemmOp("gate_up_gemm", 2 * dense_inter, h, "bfloat16"),
-        GemmOp("down_gemm", h, dense_inter, "bfloat16"),
+        quantized_gemm("gate_up_gemm", 2 * dense_inter, h, gemm_dtype, False),
+        quantized_gemm("down_gemm", h, dense_inter, gemm_dtype, True),
         GemmOp("logits_gemm", model.vocab_size // t, h, "bfloat16"),
     ]
     if model.moe_layer_step == 1:
@@ -83,7 +85,7 @@ def build_llama4_plan(
     moe = moe_curve(
         tables,
         model,
-        dtype="bfloat16",
+        dtype=moe_dtype,
         distribution=MOE_DISTRIBUTION,
         moe_tp=deployment.moe_tensor,
         moe_ep=deployment.moe_expert,
@@ -92,7 +94,7 @@ def build_llama4_plan(
         where=where,
     )
     comm = dispatch_curves(tables, deployment.backend, t, adp, num_gpus, where, system)
-    gather = gather_scale(deployment.backend, "bfloat16", adp, system)
+    gather = gather_scale(deployment.backend, moe_dtype, adp, system)
     half = float(model.num_layers // 2)
 
     def moe_ffn(phase: str, group: str, layers: float) -> list[OpRow]:
