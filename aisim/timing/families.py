@@ -65,7 +65,11 @@ def fmha_dtype(backend: str, model: ModelArch, kv_cache_dtype: str) -> str:
     """The attention kernels' dtype: TRT-LLM attends in fp8 when a quantized checkpoint keeps an
     fp8 KV cache, else in bf16 (a KV-only fp8 declaration included); vLLM always in bf16
     (observed: block-fp8 and NVFP4 Qwen3-32B and a KV-only fp8 one are exact only so)."""
-    quantized = backend == "trtllm" and model.weight_quant and kv_cache_dtype == "fp8"
+    # a checkpoint quantizing its routed experts alone (gpt-oss MXFP4) attends in bf16 (oracle:
+    # gpt-oss-120b TRT-LLM with kvcache_quant_mode fp8, context attention 2.319869 ms at 3,000
+    # tokens; fp8 attention would be 2.263648)
+    quantized = model.weight_quant and not model.experts_only_quant
+    quantized = backend == "trtllm" and quantized and kv_cache_dtype == "fp8"
     return "fp8" if quantized else "bfloat16"
 
 
