@@ -135,7 +135,7 @@ def build_llama4_plan(
         layers = float(model.num_layers + (deployment.nextn if phase == "generation" else 0))
         once = layers / model.num_layers
         group = half * once
-        attn, banded = attention_rows(phase, model.num_layers, model.banded_layers, once)
+        attn, banded = attention_rows(phase, layers, model.num_layers, model.banded_layers)
         hidden += banded
         rows.append(OpRow(phase, "embedding", KP.OP_MEM_TOKENS, None, 2.0 * h, once))
         for name, ffn in (("global", moe_ffn), (swa, moe_ffn if swa == "swa" else dense_ffn)):

@@ -86,7 +86,7 @@ def build_qwen3_moe_plan(
     for phase in ("context", "generation"):
         layer = float(model.num_layers + (deployment.nextn if phase == "generation" else 0))
         once = layer / model.num_layers
-        attn, banded = attention_rows(phase, model.num_layers, model.banded_layers, once)
+        attn, banded = attention_rows(phase, layer, model.num_layers, model.banded_layers)
         hidden += banded
         rows += [
             OpRow(phase, "embedding", KP.OP_MEM_TOKENS, None, 2.0 * h, once),

@@ -206,22 +206,22 @@ def sum_block(phase: str, name: str, sub_ops: list[OpRow], scale: float) -> tupl
     return OpRow(phase, name, KP.OP_SUM, None, float(len(sub_ops)), scale), hidden
 
 
-def attention_rows(phase: str, num_layers: int, banded: int, scale: float):
-    """The attention op of `phase` (its row and hidden rows): a table op over every layer, or,
-    with `banded` sliding-window layers, one reported op summing the full layers' and the
-    banded layers' lookups, each times its layer count (`scale`: layers per decoder layer, 1 +
-    nextn / layers in decode)."""
+def attention_rows(phase: str, layers: float, num_layers: int, banded: int):
+    """The attention op of `phase` (its row and hidden rows) over `layers` layers (the decoder's
+    num_layers, + nextn in decode): a table op, or, with `banded` sliding-window layers, one
+    reported op summing the full layers' and the banded layers' lookups, each times its layer
+    count, scaled by layers / num_layers."""
     context = phase == "context"
     full = KP.OP_ATTN_CONTEXT if context else KP.OP_ATTN_GENERATION
     if not banded:
-        return OpRow(phase, "attention", full, None, 0.0, scale * num_layers), []
+        return OpRow(phase, "attention", full, None, 0.0, layers), []
     band = KP.OP_ATTN_CONTEXT_BANDED if context else KP.OP_ATTN_GENERATION_BANDED
     block = f"{phase}_attention{SUM_MARK}"  # one block per phase: the phase names it
     hidden = [
         OpRow("hidden", f"{block}full", full, None, 0.0, float(num_layers - banded)),
         OpRow("hidden", f"{block}banded", band, None, 0.0, float(banded)),
     ]
-    return OpRow(phase, "attention", KP.OP_SUM, None, 2.0, scale), hidden
+    return OpRow(phase, "attention", KP.OP_SUM, None, 2.0, layers / num_layers), hidden
 
 
 def _first_sub_op(rows: list[OpRow], i: int) -> int:
