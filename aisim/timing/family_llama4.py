@@ -15,18 +15,9 @@ from __future__ import annotations
 from aisim.errors import NotAvailableError
 from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
-from aisim.timing.leaf_attention import banded_leaves, gqa_attention
-from aisim.timing.leaf_dispatch import dispatch_curves, gather_scale
-from aisim.timing.leaf_gemm import GemmOp, gemm_sites, quantized_gemm
-from aisim.timing.leaf_moe import moe_curve
-from aisim.timing.plan_record import (
-    Deployment,
-    OpRow,
-    PassPlan,
-    allreduce_scalars,
-    assemble,
-    attention_rows,
-)
+from aisim.timing.family_qwen3_moe import assemble_gqa_moe, gqa_moe_leaves, routed_rows
+from aisim.timing.leaf_gemm import GemmOp, quantized_gemm
+from aisim.timing.plan_record import Deployment, OpRow, PassPlan, attention_rows
 from aisim.timing.system import GpuSystem
 from aisim.timing.tables import Tables
 
@@ -52,7 +43,6 @@ def build_llama4_plan(
             f"layer every {model.moe_layer_step} is not available yet in aisim; priced: an even "
             "layer count with every layer MoE (Scout) or every other (Maverick)"
         )
-    num_gpus = deployment.moe_group_gpus(where)
     t = int(deployment.tensor)
     adp = int(deployment.attention_dp)
     h = model.hidden_size
@@ -70,54 +60,22 @@ def build_llama4_plan(
     ]
     if model.moe_layer_step == 1:
         gemm_ops = [g for g in gemm_ops if g.name not in ("gate_up_gemm", "down_gemm")]
-    gemm = gemm_sites(gemm_ops, tables, system)
-    attention = gqa_attention(
+    leaves = gqa_moe_leaves(
         model,
         tables,
         system,
-        backend=deployment.backend,
-        version=deployment.version,
-        tensor_parallel=t,
-        silicon=True,
+        deployment,
+        moe_dtype=moe_dtype,
+        distribution=MOE_DISTRIBUTION,
         kv_cache_dtype=kv_cache_dtype,
         fmha_dtype=fmha_dtype,
     )
-    moe = moe_curve(
-        tables,
-        model,
-        dtype=moe_dtype,
-        distribution=MOE_DISTRIBUTION,
-        moe_tp=deployment.moe_tensor,
-        moe_ep=deployment.moe_expert,
-        attention_dp=adp,
-        system=system,
-        where=where,
-    )
-    comm = dispatch_curves(tables, deployment.backend, t, adp, num_gpus, where, system)
-    gather = gather_scale(deployment.backend, moe_dtype, adp, system)
     half = float(model.num_layers // 2)
 
     def moe_ffn(phase: str, group: str, layers: float) -> list[OpRow]:
         return [
             OpRow(phase, f"{group}_moe_norm", KP.OP_MEM_TOKENS, None, 8.0 * h, layers),
-            OpRow(phase, f"{group}_router_gemm", KP.OP_GEMM_TOKENS, "router_gemm", 0.0, layers),
-            OpRow(
-                phase,
-                f"{group}_moe_pre_dispatch",
-                KP.OP_NCCL_ALL_GATHER,
-                None,
-                h * adp * gather,
-                layers,
-            ),
-            OpRow(phase, f"{group}_moe", KP.OP_MOE, None, 0.0, layers),
-            OpRow(
-                phase,
-                f"{group}_moe_post_dispatch",
-                KP.OP_NCCL_REDUCE_SCATTER,
-                None,
-                float(h * adp),
-                layers,
-            ),
+            *routed_rows(phase, f"{group}_", model, adp, leaves.gather, layers),
         ]
 
     def dense_ffn(phase: str, group: str, layers: float) -> list[OpRow]:
@@ -150,25 +108,4 @@ def build_llama4_plan(
             OpRow(phase, "logits_gemm", KP.OP_GEMM_REQUESTS, "logits_gemm", 0.0, once),
             OpRow(phase, "p2p", KP.OP_P2P, None, 2.0 * h, float(deployment.pipeline - 1) * once),
         ]
-    scalars = {
-        **allreduce_scalars(system, t),
-        **attention.scalars,
-        "dispatch_gpus": num_gpus,
-        "dispatch_allreduce": comm.with_allreduce,
-    }
-    return assemble(
-        model.model_id,
-        deployment,
-        system,
-        rows + hidden,
-        gemm_ops,
-        gemm,
-        scalars,
-        context_attention=attention.context,
-        generation_attention=attention.generation,
-        **banded_leaves(attention),
-        allreduce=comm.allreduce,
-        all_gather=comm.all_gather,
-        reduce_scatter=comm.reduce_scatter,
-        moe=moe,
-    )
+    return assemble_gqa_moe(model, system, deployment, rows + hidden, gemm_ops, leaves, tables)

@@ -9,10 +9,13 @@ decode only (AISimulate's MoE family has no context lm_head).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from aisim.kernels import optime_pass as KP
+from aisim.kernels.optime_moe import MoeCurve
 from aisim.models import ModelArch
-from aisim.timing.leaf_attention import banded_leaves, gqa_attention
-from aisim.timing.leaf_dispatch import dispatch_curves, gather_scale
+from aisim.timing.leaf_attention import GqaAttention, banded_leaves, gqa_attention
+from aisim.timing.leaf_dispatch import DispatchCurves, dispatch_curves, gather_scale
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites, quantized_gemm
 from aisim.timing.leaf_moe import moe_curve
 from aisim.timing.plan_record import (
@@ -29,33 +32,30 @@ from aisim.timing.tables import Tables
 MOE_DISTRIBUTION = "power_law_1.2"  # the token routing of the moe table these models read
 
 
-def build_qwen3_moe_plan(
+class GqaMoeLeaves(NamedTuple):
+    """The leaves of a GQA-attention MoE rank: attention slices, routed experts, dispatch."""
+
+    attention: GqaAttention
+    moe: MoeCurve
+    comm: DispatchCurves
+    gather: float  # the pre-dispatch all_gather's message per bf16 element
+    num_gpus: int  # the MoE group
+
+
+def gqa_moe_leaves(
     model: ModelArch,
     tables: Tables,
     system: GpuSystem,
     deployment: Deployment,
     *,
-    gemm_dtype: str = "bfloat16",
-    moe_dtype: str = "bfloat16",
-    kv_cache_dtype: str = "bfloat16",
-    fmha_dtype: str = "bfloat16",
-) -> PassPlan:
-    deployment.check_moe_mode()
+    moe_dtype: str,
+    distribution: str,
+    kv_cache_dtype: str,
+    fmha_dtype: str,
+) -> GqaMoeLeaves:
     where = deployment.where(model.model_id)
     num_gpus = deployment.moe_group_gpus(where)
-    t = int(deployment.tensor)
-    adp = int(deployment.attention_dp)
-    h = model.hidden_size
-    heads = model.num_attention_heads // t
-    n_kv = max(1, model.num_kv_heads // t)
-    d = model.head_dim
-    gemm_ops = [
-        quantized_gemm("qkv_gemm", heads * d + 2 * n_kv * d, h, gemm_dtype, False),
-        quantized_gemm("proj_gemm", h, heads * d, gemm_dtype, True),
-        GemmOp("router_gemm", model.num_experts, h, "bfloat16"),
-        GemmOp("logits_gemm", model.vocab_size // t, h, "bfloat16"),
-    ]
-    gemm = gemm_sites(gemm_ops, tables, system)
+    t, adp = int(deployment.tensor), int(deployment.attention_dp)
     attention = gqa_attention(
         model,
         tables,
@@ -71,7 +71,7 @@ def build_qwen3_moe_plan(
         tables,
         model,
         dtype=moe_dtype,
-        distribution=MOE_DISTRIBUTION,
+        distribution=distribution,
         moe_tp=deployment.moe_tensor,
         moe_ep=deployment.moe_expert,
         attention_dp=adp,
@@ -80,6 +80,105 @@ def build_qwen3_moe_plan(
     )
     comm = dispatch_curves(tables, deployment.backend, t, adp, num_gpus, where, system)
     gather = gather_scale(deployment.backend, moe_dtype, adp, system)
+    return GqaMoeLeaves(attention, moe, comm, gather, num_gpus)
+
+
+def routed_rows(
+    phase: str, prefix: str, model: ModelArch, adp: int, gather: float, layers: float
+) -> list[OpRow]:
+    """Router GEMM, dispatch, routed experts and combine of `layers` layers, named prefix+op."""
+    h = model.hidden_size
+    return [
+        OpRow(phase, f"{prefix}router_gemm", KP.OP_GEMM_TOKENS, "router_gemm", 0.0, layers),
+        OpRow(
+            phase,
+            f"{prefix}moe_pre_dispatch",
+            KP.OP_NCCL_ALL_GATHER,
+            None,
+            h * adp * gather,
+            layers,
+        ),
+        OpRow(phase, f"{prefix}moe", KP.OP_MOE, None, 0.0, layers),
+        OpRow(
+            phase,
+            f"{prefix}moe_post_dispatch",
+            KP.OP_NCCL_REDUCE_SCATTER,
+            None,
+            float(h * adp),
+            layers,
+        ),
+    ]
+
+
+def assemble_gqa_moe(
+    model: ModelArch,
+    system: GpuSystem,
+    deployment: Deployment,
+    rows: list[OpRow],
+    gemm_ops: list[GemmOp],
+    leaves: GqaMoeLeaves,
+    tables: Tables,
+) -> PassPlan:
+    """The plan of `rows` (hidden rows last) over the GQA MoE leaves."""
+    attention, comm = leaves.attention, leaves.comm
+    scalars = {
+        **allreduce_scalars(system, int(deployment.tensor)),
+        **attention.scalars,
+        "dispatch_gpus": leaves.num_gpus,
+        "dispatch_allreduce": comm.with_allreduce,
+    }
+    return assemble(
+        model.model_id,
+        deployment,
+        system,
+        rows,
+        gemm_ops,
+        gemm_sites(gemm_ops, tables, system),
+        scalars,
+        context_attention=attention.context,
+        generation_attention=attention.generation,
+        **banded_leaves(attention),
+        allreduce=comm.allreduce,
+        all_gather=comm.all_gather,
+        reduce_scatter=comm.reduce_scatter,
+        moe=leaves.moe,
+    )
+
+
+def build_qwen3_moe_plan(
+    model: ModelArch,
+    tables: Tables,
+    system: GpuSystem,
+    deployment: Deployment,
+    *,
+    gemm_dtype: str = "bfloat16",
+    moe_dtype: str = "bfloat16",
+    kv_cache_dtype: str = "bfloat16",
+    fmha_dtype: str = "bfloat16",
+) -> PassPlan:
+    deployment.check_moe_mode()
+    t = int(deployment.tensor)
+    adp = int(deployment.attention_dp)
+    h = model.hidden_size
+    heads = model.num_attention_heads // t
+    n_kv = max(1, model.num_kv_heads // t)
+    d = model.head_dim
+    gemm_ops = [
+        quantized_gemm("qkv_gemm", heads * d + 2 * n_kv * d, h, gemm_dtype, False),
+        quantized_gemm("proj_gemm", h, heads * d, gemm_dtype, True),
+        GemmOp("router_gemm", model.num_experts, h, "bfloat16"),
+        GemmOp("logits_gemm", model.vocab_size // t, h, "bfloat16"),
+    ]
+    leaves = gqa_moe_leaves(
+        model,
+        tables,
+        system,
+        deployment,
+        moe_dtype=moe_dtype,
+        distribution=MOE_DISTRIBUTION,
+        kv_cache_dtype=kv_cache_dtype,
+        fmha_dtype=fmha_dtype,
+    )
 
     rows: list[OpRow] = []
     hidden: list[OpRow] = []
@@ -95,12 +194,7 @@ def build_qwen3_moe_plan(
             attn,
             OpRow(phase, "proj_gemm", KP.OP_GEMM_TOKENS, "proj_gemm", 0.0, layer),
             OpRow(phase, "add_norm_2", KP.OP_MEM_TOKENS, None, 8.0 * h, layer),
-            OpRow(phase, "router_gemm", KP.OP_GEMM_TOKENS, "router_gemm", 0.0, layer),
-            OpRow(phase, "moe_pre_dispatch", KP.OP_NCCL_ALL_GATHER, None, h * adp * gather, layer),
-            OpRow(phase, "moe", KP.OP_MOE, None, 0.0, layer),
-            OpRow(
-                phase, "moe_post_dispatch", KP.OP_NCCL_REDUCE_SCATTER, None, float(h * adp), layer
-            ),
+            *routed_rows(phase, "", model, adp, leaves.gather, layer),
             OpRow(phase, "embedding_ar", KP.OP_ALLREDUCE, None, float(h), once),
         ]
         if phase == "generation":
@@ -108,25 +202,4 @@ def build_qwen3_moe_plan(
         rows.append(
             OpRow(phase, "p2p", KP.OP_P2P, None, 2.0 * h, float(deployment.pipeline - 1) * once)
         )
-    scalars = {
-        **allreduce_scalars(system, t),
-        **attention.scalars,
-        "dispatch_gpus": num_gpus,
-        "dispatch_allreduce": comm.with_allreduce,
-    }
-    return assemble(
-        model.model_id,
-        deployment,
-        system,
-        rows + hidden,
-        gemm_ops,
-        gemm,
-        scalars,
-        context_attention=attention.context,
-        generation_attention=attention.generation,
-        **banded_leaves(attention),
-        allreduce=comm.allreduce,
-        all_gather=comm.all_gather,
-        reduce_scatter=comm.reduce_scatter,
-        moe=moe,
-    )
+    return assemble_gqa_moe(model, system, deployment, rows + hidden, gemm_ops, leaves, tables)
