@@ -35,7 +35,11 @@ DEFAULT_MEMORY_FRACTION = 0.9  # vLLM and TRT-LLM
 _ACT_COEFF: Mapping[str, Mapping[int, float]] = {
     "dense": {1: 11.0, 2: 6.5, 4: 5.0, 8: 5.0},  # LLAMA family (Qwen3 dense, Llama)
     "moe": {1: 22.0, 2: 13.0, 4: 10.0, 8: 10.0},  # MOE, DEEPSEEK, DEEPSEEKV32
+    # Qwen3-VL language models, dense and MoE alike (oracle: VL-2B / 8B / 32B at TP 1-8,
+    # VL-30B-A3B at TP 1 / 2 / 4)
+    "vl": {1: 10.0, 2: 6.0, 4: 5.0, 8: 5.0},
 }
+VL_MODEL_TYPES = ("qwen3_vl_text", "qwen3_vl_moe_text")
 
 # Bytes per element of a GEMM / MoE / KV quantization mode.
 _QUANT_BYTES: Mapping[str, float] = {
@@ -216,7 +220,8 @@ def activations_bytes(
     # Llama-4 takes the dense coefficients (oracle: Scout TP4 and Maverick TP8, 838,860,800 B
     # at 16,384 tokens)
     dense = family == "dense" or model.model_type == LLAMA4
-    coeffs = _ACT_COEFF["dense" if dense else "moe"]
+    kind = "vl" if model.model_type in VL_MODEL_TYPES else "dense" if dense else "moe"
+    coeffs = _ACT_COEFF[kind]
     key = min(tensor, 8)
     if key not in coeffs:
         raise NotAvailableError(

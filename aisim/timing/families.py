@@ -18,11 +18,11 @@ from aisim.timing.system import GpuSystem
 from aisim.timing.tables import FAMILIES, MOE_FAMILIES, Tables
 
 # MiMo-7B is a Qwen2-shaped decoder (its MTP layers are priced only through engine.nextn)
-DENSE_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral", "mimo")
+DENSE_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral", "mimo", "qwen3_vl_text")
 # one MoE layer per decoder layer, no shared expert, GQA attention (full, or full and sliding
 # window layers: gpt-oss): the graph family_qwen3_moe prices (Llama-4 has its own family;
 # Qwen2-MoE's shared expert differs)
-GQA_MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "minimax_m2", "gpt_oss")
+GQA_MOE_MODEL_TYPES = ("qwen3_moe", "mixtral", "minimax_m2", "gpt_oss", "qwen3_vl_moe_text")
 KIMI_K2 = "kimi_k2"  # DeepseekV3ForCausalLM with 64 heads and 384 experts: the V3 plan
 GLM_DSA = "glm_moe_dsa"  # GLM-5: DeepSeek-V3.2's DSA layers, its own module-table rows
 # MLA model types -> plan builder (the DSA family's types are those its module tables key)
