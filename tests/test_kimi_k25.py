@@ -174,3 +174,14 @@ def test_mla_module_rows_of_the_model_nearest_in_heads(
     ops = {op["op"]: op["ms"] for p in json.loads(res.stdout)["passes"] for op in p["ops"]}
     assert ops["context_mla_block"] == pytest.approx(context_ms, rel=1e-9)
     assert ops["generation_mla_block"] == pytest.approx(generation_ms, rel=1e-9)
+
+
+def test_a_one_head_generation_module_slice_is_refused(tmp_path: Path) -> None:
+    """rtx_pro_6000_server's vLLM tables hold the bf16-GEMM / fp8-KV MLA generation module at
+    one head only; AISimulate extrapolates Kimi-K2.5-NVFP4's 64 heads from it by a rule aisim
+    lacks (144.489 ms a decode pass where aisim's hold gave 144.033), so it is a table miss."""
+    sets = {"moonshotai/Kimi-K2.5": "nvidia/Kimi-K2.5-NVFP4", "b200_sxm": "rtx_pro_6000_server"}
+    res = CliRunner().invoke(main, ["predict", "-c", str(_config(tmp_path, 1, 8, **sets))])
+    assert res.exit_code == 2, res.output
+    (error,) = [line for line in res.output.splitlines() if line.startswith("aisim: error")]
+    assert "mla_generation_module" in error and "1 head(s) only" in error

@@ -144,6 +144,16 @@ def module_slice(
     idx = np.nonzero(mask)[0]
     if idx.size == 0:
         raise OpTableError(op, slice_text, f"attention module perf data missing for {where}")
+    measured = set(c["num_heads"][idx].tolist())
+    if gen and measured != {heads} and len(measured) == 1:
+        # a head axis of one point: AISimulate extrapolates over heads from it by a rule aisim
+        # does not have (oracle: Kimi-K2.5-NVFP4 on rtx_pro_6000_server, whose bf16 / fp8
+        # module rows hold 1 head only, generation 144.489 ms a pass at 64 heads)
+        raise OpTableError(
+            op,
+            f"{slice_text} num_heads={heads}",
+            f"attention module perf data holds {sorted(measured)[0]} head(s) only for {where}",
+        )
     a0 = c["num_heads"][idx] if gen else c["step"][idx] + 1
     a1 = c["batch_size"][idx] if gen else c["isl"][idx]
     a2 = c["isl"][idx] + c["step"][idx] if gen else c["batch_size"][idx]
