@@ -160,3 +160,19 @@ def test_shared_indexer_glm_is_refused_on_vllm(tmp_path: Path) -> None:
     assert res.exit_code == 2, res.output
     (error,) = [line for line in res.output.splitlines() if line.startswith("aisim: error")]
     assert "share another layer's indexer" in error and "trtllm" in error
+
+
+def test_a_one_point_moe_curve_is_refused(tmp_path: Path) -> None:
+    """b300_sxm's vLLM moe table holds Maverick's bf16 power_law_1.01 rows at EP4 for one
+    token count only; AISimulate extrapolates from it by a rule aisim lacks (1,839 ms a layer
+    at 3,000 tokens), so the slice is a table miss."""
+    case = PINNED["cases"]["vllm-llama4-maverick-tp8-ep8-10000"]
+    config = json.loads(json.dumps(case["config"]))
+    config["engine"]["hardware"] = "b300_sxm"
+    config["engine"]["workers"]["aggregated"]["parallelism"].update(tensor=4, moe_expert=4)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    res = CliRunner().invoke(main, ["predict", "-c", str(path)])
+    assert res.exit_code == 2, res.output
+    (error,) = [line for line in res.output.splitlines() if line.startswith("aisim: error")]
+    assert "one token count only" in error and "moe_ep=4" in error

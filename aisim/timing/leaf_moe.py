@@ -72,6 +72,13 @@ def moe_curve(
     if idx.size == 0:
         raise OpTableError("moe", slice_text, f"MoE perf data missing for {where}")
     x, y, en = _curve(c, idx)
+    if x.shape[0] < 2:
+        # a curve of one token count: AISimulate extrapolates from it by a rule aisim does not
+        # have (oracle: Llama-4 Maverick on b300_sxm vLLM 0.24.0 at EP4, bf16 rows at 1 token
+        # only, 1,839 ms a layer at 3,000 tokens where aisim's hold gave 6.3 ms)
+        raise OpTableError(
+            "moe", slice_text, f"MoE perf data holds one token count only for {where}"
+        )
     ll_x, ll_y, ll_en, ll_tokens = x, y, en, -1.0
     if dtype == LL_DTYPE:  # every priced MoE family has a gated (SwiGLU) expert FFN
         for dist in (distribution, "uniform"):
