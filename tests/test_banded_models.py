@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from aisim.cli import main
 from aisim.memory import kv_blocks_from_memory
 from aisim.models import load_model
+from tests.single_pass import estimate
 
 HERE = Path(__file__).parent
 PINNED = json.loads((HERE / "golden_optable" / "banded_models_single_request.json").read_text())
@@ -28,9 +29,7 @@ REL = 1e-9
 def _estimate(tmp_path: Path, config: dict, *args: str) -> dict:
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(config))
-    res = CliRunner().invoke(main, ["estimate", "-c", str(path), *args, "--format", "json"])
-    assert res.exit_code == 0, res.output
-    return json.loads(res.stdout)
+    return estimate(path, *args)
 
 
 @pytest.mark.parametrize("name", sorted(PINNED["cases"]))

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from aisim.cli import main
 from aisim.config import load_config, unsupported_features
 from aisim.models import load_model
+from tests.single_pass import one_request_ops
 
 REL = 1e-9
 GOLDEN = Path(__file__).parent / "golden" / "mla-kimi-k25-vllm-dp8-ep8" / "config.yaml"
@@ -155,23 +156,7 @@ def test_mla_module_rows_of_the_model_nearest_in_heads(
     """gb300's next vLLM tables (filled from 0.27.0's) hold Kimi-K3's MLA module rows beside
     DeepSeek-V3's: a 64-head model reads Kimi-K3's (96 heads), DeepSeek-V3 its own."""
     sets = {"moonshotai/Kimi-K2.5": model, '"0.24.0"': '"0.31.0"', "b200_sxm": "gb300"}
-    cfg = _config(tmp_path, 1, 8, **sets)
-    res = CliRunner().invoke(
-        main,
-        [
-            "estimate",
-            "-c",
-            str(cfg),
-            "--prefill",
-            "1x1024",
-            "--decode",
-            "1x1025",
-            "--format",
-            "json",
-        ],
-    )
-    assert res.exit_code == 0, res.output
-    ops = {op["op"]: op["ms"] for p in json.loads(res.stdout)["passes"] for op in p["ops"]}
+    ops = one_request_ops(_config(tmp_path, 1, 8, **sets))
     assert ops["context_mla_block"] == pytest.approx(context_ms, rel=1e-9)
     assert ops["generation_mla_block"] == pytest.approx(generation_ms, rel=1e-9)
 

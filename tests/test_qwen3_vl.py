@@ -7,16 +7,14 @@ runs are the `qwen3-vl-*` goldens.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from aisim.cli import main
 from aisim.memory import kv_blocks_from_memory
 from aisim.models import load_model
+from tests.single_pass import one_request_ops
 
 GOLDEN = Path(__file__).parent / "golden" / "qwen3-vl-8b-vllm-tp1" / "config.yaml"
 
@@ -26,22 +24,7 @@ def _attention_ms(tmp_path: Path, model: str) -> tuple[float, float]:
     config["engine"]["model"] = model
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(config))
-    res = CliRunner().invoke(
-        main,
-        [
-            "estimate",
-            "-c",
-            str(path),
-            "--prefill",
-            "1x1024",
-            "--decode",
-            "1x1025",
-            "--format",
-            "json",
-        ],
-    )
-    assert res.exit_code == 0, res.output
-    ops = {op["op"]: op["ms"] for p in json.loads(res.stdout)["passes"] for op in p["ops"]}
+    ops = one_request_ops(path)
     return ops["context_attention"], ops["generation_attention"]
 
 

@@ -104,19 +104,9 @@ def build_plan(
             fmha_dtype=fmha,
         )
     deployment.check_moe_mode()
-    if model.model_type == LLAMA4:
-        return build_llama4_plan(
-            model,
-            tables,
-            system,
-            deployment,
-            gemm_dtype=gemm_dtype,
-            moe_dtype=moe_dtype,
-            kv_cache_dtype=kv_dtype,
-            fmha_dtype=fmha,
-        )
     if model.kv_lora_rank == 0:
-        return build_qwen3_moe_plan(
+        build = build_llama4_plan if model.model_type == LLAMA4 else build_qwen3_moe_plan
+        return build(
             model,
             tables,
             system,
