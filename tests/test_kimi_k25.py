@@ -134,7 +134,7 @@ def test_int4_gemms_and_unpriced_nvfp4_mla_checkpoints_are_refused(tmp_path: Pat
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(raw))
     assert not load_model(str(folder)).experts_only_quant
-    for model in (str(folder), "nvidia/DeepSeek-V3.1-NVFP4", "nvidia/DeepSeek-V3.2-NVFP4"):
+    for model in (str(folder), "nvidia/DeepSeek-V3.1-NVFP4"):
         sets = {"moonshotai/Kimi-K2.5": model}
         lines = unsupported_features(load_config(str(_config(tmp_path, 1, 8, **sets))))
         assert len(lines) == 1 and "int4 routed experts" in lines[0], lines

@@ -110,30 +110,47 @@ def test_kimi_k25_nvfp4_memory_counts_bf16_attention(golden: str, blocks: int) -
     assert mem["kv_size_per_token_bytes"] == 35_136, mem
 
 
-@pytest.mark.parametrize(
-    ("model_id", "words"),
-    [
-        ("nvidia/DeepSeek-V3.1-NVFP4", "q / kv projections bf16 and o_proj NVFP4"),
-        ("nvidia/DeepSeek-V3.2-NVFP4", "whose o_proj is NVFP4"),
-    ],
-)
-def test_unpriced_nvfp4_exports_are_refused_in_one_line(
-    tmp_path: Path, model_id: str, words: str
-) -> None:
+def test_mixed_dtype_mla_nvfp4_export_is_refused_in_one_line(tmp_path: Path) -> None:
     text = (GOLDEN / "mla-kimi-k25-nvfp4-vllm-dp8-ep8" / "config.yaml").read_text()
     path = tmp_path / "c.yaml"
-    path.write_text(text.replace("nvidia/Kimi-K2.5-NVFP4", model_id))
+    path.write_text(text.replace("nvidia/Kimi-K2.5-NVFP4", "nvidia/DeepSeek-V3.1-NVFP4"))
     lines = unsupported_features(load_config(str(path)))
+    words = "q / kv projections bf16 and o_proj NVFP4"
     assert len(lines) == 1 and "\n" not in lines[0] and words in lines[0], lines
 
 
-@pytest.mark.parametrize("model_id", ["nvidia/GLM-5-NVFP4", "nvidia/GLM-5.1-NVFP4"])
-def test_nvfp4_dsa_exports_with_a_bf16_attention_block_are_priced(
-    tmp_path: Path, model_id: str
-) -> None:
-    """Their exclusion lists keep the whole attention block bf16, so the DSA module reads its
-    bf16 rows (goldens dsa-glm5*-nvfp4-*); the V3.2 export, whose o_proj is NVFP4, is refused."""
+@pytest.mark.parametrize(
+    "model_id", ["nvidia/GLM-5-NVFP4", "nvidia/GLM-5.1-NVFP4", "nvidia/DeepSeek-V3.2-NVFP4"]
+)
+def test_nvfp4_dsa_exports_are_priced(tmp_path: Path, model_id: str) -> None:
+    """GLM-5 / 5.1's exclusion lists keep the whole attention block bf16, so the DSA module
+    reads its bf16 rows (goldens dsa-glm5*-nvfp4-*); V3.2's o_proj is NVFP4, so it reads the
+    nvfp4 rows and prices off the grid by the nvfp4 module SOL (goldens dsa-v32-nvfp4-*)."""
     text = (GOLDEN / "mla-kimi-k25-nvfp4-vllm-dp8-ep8" / "config.yaml").read_text()
     path = tmp_path / "c.yaml"
     path.write_text(text.replace("nvidia/Kimi-K2.5-NVFP4", model_id))
     assert unsupported_features(load_config(str(path))) == []
+
+
+@pytest.mark.parametrize(
+    ("phase", "ms"),
+    [("context", 2.7644567552), ("generation", 0.22621072051948052)],
+)
+def test_nvfp4_dsa_module_sol_is_aisimulates(phase: str, ms: float) -> None:
+    """AISimulate's SOL of DeepSeek-V3.2-NVFP4's DSA module at TP8 (16 heads a rank, 61 layers;
+    one request of 1800 prompt tokens, then its decode at kv 1801): the GEMM FLOPs at the
+    nvfp4 rate, the weights at 0.5625 bytes, the indexer at the fp8 rate. Context is math-bound
+    (memory 0.5228 ms), generation memory-bound (math 0.0028 ms). With fp8 arithmetic for the
+    GEMM FLOPs the off-grid prices were 1e7 x tolerance off."""
+    from aisim.engine.spec import gpu_system
+    from aisim.kernels import optime_dsa as KD
+    from aisim.timing.leaf_dsa import dsa_module_par
+    from aisim.timing.system import GpuSystem
+
+    model = load_model("nvidia/DeepSeek-V3.2-NVFP4")
+    par = dsa_module_par(model, 16, "nvfp4", "fp8", GpuSystem.from_dict(gpu_system("b200_sxm")))
+    if phase == "context":
+        sol = KD.dsa_context_sol_ms.py_func(16, 0, 1800, 1, par)
+    else:
+        sol = KD.dsa_generation_sol_ms.py_func(16, 1, 1801, par)
+    assert abs(sol * model.num_layers - ms) <= REL * ms, (sol * model.num_layers, ms)

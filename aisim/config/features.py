@@ -131,13 +131,6 @@ def _unpriced_quantization(cfg: Config) -> str | None:
         from aisim.models import attention_excluded_on
 
         excluded = attention_excluded_on(model, cfg.engine.backend) & {"q", "kv", "o"}
-        if model.index_n_heads > 0 and model.weight_quant == "nvfp4" and "o" not in excluded:
-            # the module takes o_proj's dtype: bf16 rows (GLM-5-NVFP4) are priced exactly
-            return (
-                "an NVFP4 DSA checkpoint whose o_proj is NVFP4: its dsa_context_module / "
-                "dsa_generation_module rows at gemm_type nvfp4 aisim reads exactly on their grid "
-                "only (the off-grid module SOL is fitted to fp8 and bf16 GEMMs)"
-            )
         if model.index_n_heads > 0 or excluded in (set(), {"q", "kv", "o"}):
             return None
         names = {"q": "q", "kv": "kv", "o": "o_proj"}

@@ -78,20 +78,25 @@ def dsa_module_par(
         + hidden * model.index_n_heads
     )
     par[KD.DSA_WH] = wb * (model.q_lora_rank * qk + model.v_head_dim * hidden)
-    # kv_b's FLOPs run at its GEMMs' rate: the kernel divides them by the fp8 rate, so bf16
-    # GEMMs scale them by fp8 / bf16 (oracle SOL math of GLM-5-FP8 on TRT-LLM, whose module is
-    # bf16: 1 x 1024 at 64 heads, 1 x 1800 at 8; docs/timing.md 4.8)
-    kvb_rate = system.tensor_flops("fp8") / system.tensor_flops("bfloat16")
+    # The kernel counts 2 W FLOPs a token for the weight bytes W and divides every GEMM-group
+    # FLOP by one rate, DSA_FP8_FLOPS. The GEMMs run at their dtype's rate and the indexer at
+    # fp8's, so that rate is wb x the GEMM rate (2 W / (wb rate) = 2 weights / rate), and kv_b's
+    # and the indexer's FLOPs are rescaled to it. fp8 GEMMs: the plain fp8 rate; bf16: kv_b at
+    # the bf16 rate (GLM-5-FP8 on TRT-LLM, whose module is bf16); NVFP4: 0.5625 bytes a weight
+    # at the nvfp4 rate (DeepSeek-V3.2-NVFP4, off the grid; docs/timing.md 4.8)
+    fp8_rate = system.tensor_flops("fp8")
+    gemm_rate = fp8_rate if wb == 1.0 else system.tensor_flops(gemm_dtype)
+    rate = fp8_rate if wb * gemm_rate == fp8_rate else wb * gemm_rate
     par[KD.DSA_KVB_FLOPS_H] = (
         2.0 * model.kv_lora_rank * (model.qk_nope_head_dim + model.v_head_dim)
-    ) * (kvb_rate if gemm_dtype == "bfloat16" else 1.0)
+    ) * (rate / gemm_rate)
     par[KD.DSA_ATTN_FLOPS_H] = 2.0 * (latent + model.kv_lora_rank)
-    par[KD.DSA_IDX_FLOPS] = 2.0 * model.index_n_heads * model.index_head_dim
+    par[KD.DSA_IDX_FLOPS] = 2.0 * model.index_n_heads * model.index_head_dim * (rate / fp8_rate)
     par[KD.DSA_IDX_KEY_BYTES] = model.index_head_dim + 4  # fp8 key + one fp32 scale
     par[KD.DSA_NEW_BYTES_H] = 4.0 * qk
     par[KD.DSA_KEY_BYTES_H] = latent * kvb
     par[KD.DSA_KEY_BYTES] = latent * kvb
-    par[KD.DSA_FP8_FLOPS] = system.tensor_flops("fp8")
+    par[KD.DSA_FP8_FLOPS] = rate
     return par
 
 

@@ -95,7 +95,15 @@ class GpuSystem:
             raise UnratedDtypeError(
                 f"{self.hardware or 'this GPU'} has no {dtype} tensor-core compute (it rates "
                 f"{', '.join(rated)}), so the {dtype} GEMMs / attention of this deployment "
-                "cannot be priced; use bfloat16 weights and KV cache here, or a GPU with fp8 "
-                "(h100_sxm, h200_sxm, b200_sxm, ...)"
+                "cannot be priced; use bfloat16 weights and KV cache here, or a GPU that rates "
+                f"{dtype} ({', '.join(gpus_rating(key))})"
             )
         return self.flops[key]
+
+
+def gpus_rating(flops_key: str) -> list[str]:
+    """The shipped GPUs whose system constants rate a tensor-core FLOP/s key."""
+    from aisim.config.registry import KNOWN_HARDWARE
+    from aisim.engine.spec import gpu_system
+
+    return [hw for hw in KNOWN_HARDWARE if flops_key in gpu_system(hw)["gpu"]]
