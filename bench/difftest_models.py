@@ -65,6 +65,7 @@ MODEL_SPACE_SPLITS["moonshotai/Kimi-K2.5"] = MODEL_SPACE_SPLITS["moonshotai/Kimi
 MODEL_SPACE_SPLITS["nvidia/Kimi-K2.5-NVFP4"] = MODEL_SPACE_SPLITS["moonshotai/Kimi-K2-Instruct"]
 MODEL_SPACE_SPLITS["zai-org/GLM-5.1-FP8"] = MODEL_SPACE_SPLITS["zai-org/GLM-5-FP8"]
 MODEL_SPACE_SPLITS["nvidia/GLM-5-NVFP4"] = MODEL_SPACE_SPLITS["zai-org/GLM-5-FP8"]
+MODEL_SPACE_SPLITS["nvidia/DeepSeek-V3.2-NVFP4"] = MODEL_SPACE_SPLITS["zai-org/GLM-5-FP8"]
 MODEL_SPACES = {
     "default": {
         "Qwen/Qwen3-0.6B": 0.12,
@@ -86,6 +87,7 @@ MODEL_SPACES = {
         "moonshotai/Kimi-K2.5": 0.12,
         "nvidia/Kimi-K2.5-NVFP4": 0.08,
         "nvidia/GLM-5-NVFP4": 0.1,
+        "nvidia/DeepSeek-V3.2-NVFP4": 0.15,
         "openai/gpt-oss-120b": 0.3,
         "openai/gpt-oss-20b": 0.15,
         "meta-llama/Llama-4-Scout-17B-16E-Instruct": 0.2,
@@ -102,6 +104,7 @@ MLA_MODELS = (
     "moonshotai/Kimi-K2.5",
     "nvidia/Kimi-K2.5-NVFP4",
     "nvidia/GLM-5-NVFP4",
+    "nvidia/DeepSeek-V3.2-NVFP4",
 )
 """MLA models: fp8_block GPUs only, no quantized variants drawn (a documented refusal)."""
 FP8_BLOCK_MODELS = (*MLA_MODELS, "MiniMaxAI/MiniMax-M2.5")
