@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from aisim.errors import CapacityError, ConfigError, NotAvailableError
-from aisim.models import LLAMA4, WINDOWED_KV_MODEL_TYPES, ModelArch, attention_excluded_on
+from aisim.models import (
+    INDEXER_WEIGHTS,
+    LLAMA4,
+    WINDOWED_KV_MODEL_TYPES,
+    ModelArch,
+    attention_excluded_on,
+)
 
 # b200_sxm system constants (misc.nccl_mem and misc.other_mem of the silicon system yaml);
 # the caller passes the compiled system's values, these are only the defaults.
@@ -113,10 +119,12 @@ def weights_bytes(
     if family in ("deepseek", "deepseek_v32"):
         # every layer priced as an MoE layer (the dense first layers get no special case)
         groups = _mla_projection_weights(model, model.num_attention_heads // tp)
+        if family == "deepseek_v32":  # DSA indexer (wq_b, weights_proj)
+            groups[INDEXER_WEIGHTS] = (
+                model.q_lora_rank * model.index_n_heads * model.index_head_dim
+                + h * model.index_n_heads
+            )
         attn = sum(groups.values())
-        if family == "deepseek_v32":  # DSA indexer
-            attn += model.q_lora_rank * model.index_n_heads * model.index_head_dim
-            attn += h * model.index_n_heads
         # shared expert: split by TP for DeepSeek-V3/R1, by moe_tensor for V3.2 [observed]
         shared_split = tp if family == "deepseek" else moe_tensor
         shared_bf16 = model.weight_quant == "nvfp4" and model.shared_experts_excluded

@@ -351,6 +351,12 @@ _PROJECTION_GROUPS = {
     "indexer": ("indexer",),
 }
 _WHOLE_BLOCK_TAILS = ("", "*", ".*")
+# The DSA indexer's own weights (wq_b, weights_proj) stay bf16 in the memory model only when an
+# entry covers the whole indexer module (DeepSeek-V3.2-NVFP4's `self_attn.indexer*`), not when
+# it names a part of it (GLM-5-FP8's `indexers_proj`, `indexer.k_norm`; oracle `--detail
+# memory`: 18,747,392 B a layer more on V3.2-NVFP4 at attention-DP 8, GLM-5-FP8 unchanged)
+INDEXER_WEIGHTS = "indexer_weights"
+_WHOLE_INDEXER_TAILS = (".indexer", ".indexer*", ".indexer.*")
 
 
 def quant_exclusions(raw: dict, hf_quant: dict | None) -> tuple[tuple[str, ...], bool, bool]:
@@ -380,6 +386,8 @@ def quant_exclusions(raw: dict, hf_quant: dict | None) -> tuple[tuple[str, ...],
             continue
         named = {g for g, names in _PROJECTION_GROUPS.items() if any(n in entry for n in names)}
         groups |= named
+        if "self_attn" in entry and entry.rsplit("self_attn", 1)[1] in _WHOLE_INDEXER_TAILS:
+            groups.add(INDEXER_WEIGHTS)
         other = other or ("self_attn" in entry and not named)
     return tuple(sorted(groups)), any("shared_expert" in e for e in entries), other
 

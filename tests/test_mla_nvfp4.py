@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from aisim.cli import main
@@ -45,11 +46,13 @@ ORACLE = {
 def test_exclusion_lists_name_the_bf16_parts() -> None:
     """GLM-5 / GLM-5.1 / Kimi-K2.5 exclude the whole attention block (by every projection or a
     `self_attn*` glob), DeepSeek-V3.1 / V3.2 only q / kv (and the indexer); GLM-5.1 also keeps
-    its shared experts bf16."""
+    its shared experts bf16. An entry covering the whole indexer (`self_attn.indexer*`) also
+    keeps its weights bf16 (indexer_weights); GLM-5-FP8's, naming parts of it, do not."""
     cases = {
         "nvidia/DeepSeek-V3.1-NVFP4": (("kv", "q"), False),
-        "nvidia/DeepSeek-V3.2-NVFP4": (("indexer", "kv", "q"), False),
-        "nvidia/GLM-5-NVFP4": (("indexer", "kv", "o", "q"), False),
+        "nvidia/DeepSeek-V3.2-NVFP4": (("indexer", "indexer_weights", "kv", "q"), False),
+        "nvidia/GLM-5-NVFP4": (("indexer", "indexer_weights", "kv", "o", "q"), False),
+        "zai-org/GLM-5-FP8": (("indexer",), False),
         "nvidia/GLM-5.1-NVFP4": (("indexer", "kv", "o", "q"), True),
         "nvidia/Kimi-K2.5-NVFP4": (("indexer", "kv", "o", "q"), False),
         "deepseek-ai/DeepSeek-V3": ((), False),
@@ -154,3 +157,36 @@ def test_nvfp4_dsa_module_sol_is_aisimulates(phase: str, ms: float) -> None:
     else:
         sol = KD.dsa_generation_sol_ms.py_func(16, 1, 1801, par)
     assert abs(sol * model.num_layers - ms) <= REL * ms, (sol * model.num_layers, ms)
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "backend", "weights", "blocks"),
+    [
+        ({"tensor": 1, "attention_data": 8}, "vllm", 67_917_709_312, 33_143),
+        ({"tensor": 1, "attention_data": 8}, "trtllm", 67_917_709_312, 35_601),
+        ({"tensor": 2, "attention_data": 4}, "trtllm", 61_650_108_416, 37_694),
+        ({"tensor": 8, "attention_data": 1}, "trtllm", 56_949_407_744, 39_279),
+    ],
+)
+def test_v32_nvfp4_memory_keeps_the_excluded_indexer_bf16(
+    tmp_path: Path, parallelism: dict, backend: str, weights: int, blocks: int
+) -> None:
+    """AISimulate's `--detail memory` of DeepSeek-V3.2-NVFP4 (EP8, max_batched_tokens 3072 on
+    b200_sxm): q / kv and the indexer's wq_b / weights_proj at 2 bytes, o_proj and the experts
+    at NVFP4's 0.5625 (the indexer at 0.5625 was 1,143,590,912 B a rank short)."""
+    from aisim.engine.spec import memory_breakdown
+
+    text = (GOLDEN / "dsa-v32-nvfp4-vllm-dp8-default" / "config.yaml").read_text()
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text(text)
+    raw = yaml.safe_load(text)
+    raw["engine"]["backend"] = backend
+    raw["engine"]["backend_version"] = "0.24.0" if backend == "vllm" else "1.3.0rc20"
+    raw["engine"]["workers"]["aggregated"]["parallelism"].update(parallelism)
+    cfg_path.write_text(yaml.safe_dump(raw))
+    cfg = load_config(str(cfg_path))
+    worker = cfg.engine.workers["aggregated"]
+    model = load_model(cfg.engine.model)
+    mem = memory_breakdown(cfg, worker, model, "c.yaml", strict=False).as_dict()
+    got = (mem["memory_breakdown"]["weights_bytes"], mem["estimated_num_gpu_blocks"])
+    assert got == (weights, blocks), mem
