@@ -62,6 +62,10 @@ OP_SUM = 13  # sum of the hidden ops [index, index + param), each times its scal
 # the layers of a sliding-window model that attend within the window read their own slice
 OP_ATTN_CONTEXT_BANDED = 14
 OP_ATTN_GENERATION_BANDED = 15
+# the DSA layers that reuse another layer's indexer (GLM-5.2 / 5.3 on vLLM) read their own
+# module slice (the skip_indexer rows)
+OP_DSA_CONTEXT_SKIP = 16
+OP_DSA_GENERATION_SKIP = 17
 
 MODE_SILICON = 0
 MODE_SOL = 1
@@ -128,6 +132,8 @@ class OpPlan(NamedTuple):
     banded_generation_attention: GridSlice
     dsa_context: GridSlice  # DeepSeek attention modules
     dsa_generation: GridSlice
+    dsa_context_skip: GridSlice  # ... of the layers that reuse another layer's indexer
+    dsa_generation_skip: GridSlice
     allreduce: Curve  # custom allreduce (attention TP; vLLM MoE dispatch)
     all_gather: Curve  # NCCL MoE dispatch
     reduce_scatter: Curve  # NCCL MoE combine
@@ -210,23 +216,23 @@ def _leaf_le(plan, i, tokens, requests, batch, seq, prefix):
             s.dispatch_allreduce,
         )
         e = 0.0
-    elif kind == OP_DSA_CONTEXT:
+    elif kind == OP_DSA_CONTEXT or kind == OP_DSA_CONTEXT_SKIP:  # noqa: SIM109 (numba)
         lat, e = grid_le(
             KIND_DSA_CONTEXT,
             prefix + 1.0,
             seq - prefix,
             batch,
-            plan.dsa_context,
+            plan.dsa_context if kind == OP_DSA_CONTEXT else plan.dsa_context_skip,
             plan.scratch_d,
             plan.scratch_i,
         )
-    elif kind == OP_DSA_GENERATION:
+    elif kind == OP_DSA_GENERATION or kind == OP_DSA_GENERATION_SKIP:  # noqa: SIM109
         lat, e = grid_le(
             KIND_DSA_GENERATION,
             s.heads,
             batch,
             seq,
-            plan.dsa_generation,
+            plan.dsa_generation if kind == OP_DSA_GENERATION else plan.dsa_generation_skip,
             plan.scratch_d,
             plan.scratch_i,
         )

@@ -78,7 +78,10 @@ class DeepSeekAttention:
     dsa_context: GridSlice
     dsa_generation: GridSlice
     context_attention: GridSlice = field(default_factory=absent_grid)  # OP_ATTN_CONTEXT reads
-    hidden: list = field(default_factory=list)  # sub-ops of an OP_SUM context op
+    hidden: list = field(default_factory=list)  # sub-ops of OP_SUM attention ops
+    generation_op: OpRow | None = None  # None: the module op over every decode layer
+    dsa_context_skip: GridSlice = field(default_factory=absent_grid)  # OP_DSA_*_SKIP read
+    dsa_generation_skip: GridSlice = field(default_factory=absent_grid)
     tp_allreduce: bool = False  # two allreduces of tokens x hidden per layer over the
     # attention-TP group (0 at TP 1, but listed)
 
@@ -202,7 +205,8 @@ def build_deepseek_plan(
     rows += [
         OpRow("generation", "embedding", KP.OP_MEM_TOKENS, None, 2.0 * h, once),
         OpRow("generation", "add_norm_1", KP.OP_MEM_TOKENS, None, 8.0 * h, gen),
-        OpRow("generation", part.generation_name, KP.OP_DSA_GENERATION, None, 0.0, gen),
+        part.generation_op
+        or OpRow("generation", part.generation_name, KP.OP_DSA_GENERATION, None, 0.0, gen),
         OpRow("generation", "add_norm_2", KP.OP_MEM_TOKENS, None, 8.0 * h, gen),
         OpRow("generation", "moe_overlap", KP.OP_OVERLAP, None, 0.0, gen),
         *tail("generation", gen, once),
@@ -232,6 +236,8 @@ def build_deepseek_plan(
         context_attention=part.context_attention,
         dsa_context=part.dsa_context,
         dsa_generation=part.dsa_generation,
+        dsa_context_skip=part.dsa_context_skip,
+        dsa_generation_skip=part.dsa_generation_skip,
         allreduce=comm.allreduce,
         all_gather=comm.all_gather,
         reduce_scatter=comm.reduce_scatter,

@@ -108,6 +108,8 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
         elif kind in (
             KP.OP_DSA_CONTEXT,
             KP.OP_DSA_GENERATION,
+            KP.OP_DSA_CONTEXT_SKIP,
+            KP.OP_DSA_GENERATION_SKIP,
             KP.OP_MOE,
             KP.OP_SUM,
             KP.OP_NCCL_ALL_GATHER,

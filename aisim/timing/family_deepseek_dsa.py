@@ -9,7 +9,10 @@ expert whole under attention-TP (vLLM and TRT-LLM), and prices no attention-TP a
 
 from __future__ import annotations
 
-from aisim.errors import NotAvailableError
+import dataclasses
+
+import numpy as np
+
 from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
 from aisim.timing.deepseek_layers import (
@@ -19,7 +22,7 @@ from aisim.timing.deepseek_layers import (
     deepseek_gemms,
 )
 from aisim.timing.leaf_dsa import dsa_module_par, module_key, module_slice, with_hold_leaves
-from aisim.timing.plan_record import Deployment, OpRow, PassPlan
+from aisim.timing.plan_record import SUM_MARK, Deployment, OpRow, PassPlan
 from aisim.timing.system import GpuSystem
 from aisim.timing.tables import Tables
 
@@ -38,15 +41,6 @@ def build_deepseek_dsa_plan(
     deployment.check_moe_mode()
     where = deployment.where(model.model_id)
     deployment.moe_group_gpus(where)
-    if model.shared_indexer_layers and deployment.backend == "vllm":
-        # AISimulate prices them from the skip_indexer module rows beside the full layers'
-        # (oracle: GLM-5.2 context attention 205.48 ms where every layer full gives 225.03):
-        # a second DSA slice the plan does not have
-        raise NotAvailableError(
-            f"op-level timing for {where}: {model.shared_indexer_layers} of its DSA layers "
-            "share another layer's indexer (indexer_types), which vLLM's module tables price "
-            "apart and aisim not yet; use backend trtllm (priced exactly) or GLM-5 / GLM-5.1"
-        )
     heads = model.num_attention_heads // deployment.tensor
     dtypes = DeepSeekDtypes.of(model, deployment.backend)
     gemms = deepseek_gemms(model, tables, system, deployment, SHARED_EXPERT_TP, [])
@@ -66,4 +60,55 @@ def build_deepseek_dsa_plan(
         dsa_context=context,
         dsa_generation=generation,
     )
+    if model.shared_indexer_layers and deployment.backend == "vllm":
+        part = _with_shared_indexer_layers(model, tables, deployment, system, key, par, part, where)
     return build_deepseek_plan(model, tables, system, deployment, gemms, SHARED_EXPERT_TP, part)
+
+
+def _with_shared_indexer_layers(
+    model: ModelArch,
+    tables: Tables,
+    deployment: Deployment,
+    system: GpuSystem,
+    key: dict,
+    par: np.ndarray,
+    part: DeepSeekAttention,
+    where: str,
+) -> DeepSeekAttention:
+    """vLLM prices the layers that reuse another layer's indexer (GLM-5.2 / 5.3
+    `indexer_types` "shared") from the module tables' skip_indexer rows: a layer's module is
+    w x full + (1 - w) x skip, w the fraction of layers that run their own indexer, in latency
+    and energy, then times the layers (oracle: GLM-5.2 at attention-DP 8, 1 x 4096: context
+    205.4847 ms, generation 10.0020, where every layer full gives 225.03 / 12.3162;
+    docs/timing.md 3.5). The skip layers' context SOL runs no indexer (leaf_dsa.dsa_module_par);
+    their generation SOL is the full layers' (AISimulate's own)."""
+    heads = model.num_attention_heads // deployment.tensor
+    dtypes = DeepSeekDtypes.of(model, deployment.backend)
+    skip_par = dsa_module_par(model, heads, dtypes.attention, dtypes.kv, system, skip_indexer=True)
+    context = module_slice(tables, CONTEXT_MODULE, key, heads, skip_par, where, skip=True)
+    context = context._replace(
+        par=with_hold_leaves(skip_par, tables, CONTEXT_MODULE, key, skip=True)
+    )
+    generation = module_slice(tables, GENERATION_MODULE, key, heads, par.copy(), where, True)
+    full = (model.num_layers - model.shared_indexer_layers) / model.num_layers
+    layers = float(model.num_layers)
+    rows = []
+    hidden = []
+    for phase, kind, skip_kind, scale in (
+        ("context", KP.OP_DSA_CONTEXT, KP.OP_DSA_CONTEXT_SKIP, layers),
+        ("generation", KP.OP_DSA_GENERATION, KP.OP_DSA_GENERATION_SKIP, layers + deployment.nextn),
+    ):
+        block = f"{phase}_attention{SUM_MARK}"
+        hidden += [
+            OpRow("hidden", f"{block}full", kind, None, 0.0, full),
+            OpRow("hidden", f"{block}skip", skip_kind, None, 0.0, 1.0 - full),
+        ]
+        rows.append(OpRow(phase, "attention", KP.OP_SUM, None, 2.0, scale))
+    return dataclasses.replace(
+        part,
+        context_op=rows[0],
+        generation_op=rows[1],
+        hidden=hidden,
+        dsa_context_skip=context,
+        dsa_generation_skip=generation,
+    )

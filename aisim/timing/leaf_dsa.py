@@ -54,7 +54,12 @@ def _module_par(
 
 
 def dsa_module_par(
-    model: ModelArch, heads: int, gemm_dtype: str, kv_dtype: str, system: GpuSystem
+    model: ModelArch,
+    heads: int,
+    gemm_dtype: str,
+    kv_dtype: str,
+    system: GpuSystem,
+    skip_indexer: bool = False,
 ) -> np.ndarray:
     """The DSA module SOL's constants (`optime_dsa.dsa_context_sol_ms` and friends).
 
@@ -62,6 +67,10 @@ def dsa_module_par(
     are q_a, kv_a, q_b, o_proj and the indexer's wq_b / wk / weights_proj (kv_b is absorbed:
     its FLOPs count, its weights do not); the per-new-token bytes (768 per head at V3.2) are
     matched by 4 x (nope + rope) without knowing which tensors they stand for.
+    `skip_indexer`: the context module of a layer that reuses another layer's indexer
+    (GLM-5.2 / 5.3 on vLLM) runs no indexer: no wq_b / wk / weights_proj, no indexer logits,
+    no indexer key cache (oracle: five prefixed chunks of GLM-5.2-FP8 at attention-DP 8, exact
+    only without all three).
     """
     par = _module_par(model, heads, kv_dtype, system, 2048.0)  # keys = index_topk
     hidden = model.hidden_size
@@ -70,12 +79,13 @@ def dsa_module_par(
     wb = DTYPE_BYTES[gemm_dtype]
     kvb = DTYPE_BYTES[kv_dtype]
     par[KD.DSA_TOPK] = model.index_topk
-    par[KD.DSA_W0] = wb * (
-        hidden * model.q_lora_rank
-        + hidden * latent
-        + model.q_lora_rank * model.index_n_heads * model.index_head_dim
+    indexer = (
+        model.q_lora_rank * model.index_n_heads * model.index_head_dim
         + hidden * model.index_head_dim
         + hidden * model.index_n_heads
+    )
+    par[KD.DSA_W0] = wb * (
+        hidden * model.q_lora_rank + hidden * latent + (0 if skip_indexer else indexer)
     )
     par[KD.DSA_WH] = wb * (model.q_lora_rank * qk + model.v_head_dim * hidden)
     # The kernel counts 2 W FLOPs a token for the weight bytes W and divides every GEMM-group
@@ -91,8 +101,9 @@ def dsa_module_par(
         2.0 * model.kv_lora_rank * (model.qk_nope_head_dim + model.v_head_dim)
     ) * (rate / gemm_rate)
     par[KD.DSA_ATTN_FLOPS_H] = 2.0 * (latent + model.kv_lora_rank)
-    par[KD.DSA_IDX_FLOPS] = 2.0 * model.index_n_heads * model.index_head_dim * (rate / fp8_rate)
-    par[KD.DSA_IDX_KEY_BYTES] = model.index_head_dim + 4  # fp8 key + one fp32 scale
+    if not skip_indexer:
+        par[KD.DSA_IDX_FLOPS] = 2.0 * model.index_n_heads * model.index_head_dim * (rate / fp8_rate)
+        par[KD.DSA_IDX_KEY_BYTES] = model.index_head_dim + 4  # fp8 key + one fp32 scale
     par[KD.DSA_NEW_BYTES_H] = 4.0 * qk
     par[KD.DSA_KEY_BYTES_H] = latent * kvb
     par[KD.DSA_KEY_BYTES] = latent * kvb
@@ -123,25 +134,38 @@ def mla_module_par(
     return par
 
 
-def _slice_mask(c: dict, key: dict) -> np.ndarray:
+def _slice_mask(c: dict, key: dict, skip: bool = False) -> np.ndarray:
+    """The key's rows: those of the full DSA layers, or with `skip` those measured for the
+    layers that reuse another layer's indexer (the skip_indexer rows)."""
     mask = np.ones(len(c["latency"]), bool)
     for col, value in key.items():
         mask &= c[col] == value
     if "skip_indexer" in c:
-        mask &= c["skip_indexer"] == 0
+        mask &= c["skip_indexer"] == int(skip)
+    elif skip:
+        mask[:] = False
     return mask
 
 
 def module_slice(
-    tables: Tables, family: str, key: dict, heads: int, par: np.ndarray, where: str
+    tables: Tables,
+    family: str,
+    key: dict,
+    heads: int,
+    par: np.ndarray,
+    where: str,
+    skip: bool = False,
 ) -> GridSlice:
-    """A DSA / MLA module slice (axes in the module doc), raw latencies."""
+    """A DSA / MLA module slice (axes in the module doc), raw latencies; `skip`: the rows of
+    the layers that reuse another layer's indexer."""
     op = "context_attention" if "context" in family else "generation_attention"
     slice_text = " ".join([family, *(f"{k}={v}" for k, v in key.items())])
+    if skip:
+        slice_text += " skip_indexer=1"
     if family not in tables:
         raise OpTableError(op, slice_text, f"the op-time table has no {family} family ({where})")
     c = ordered_rows(tables[family])
-    mask = _slice_mask(c, key)
+    mask = _slice_mask(c, key, skip)
     gen = "generation" in family
     if not gen:
         mask &= c["num_heads"] == heads
@@ -168,11 +192,13 @@ def module_slice(
     return GridSlice(**csr_nest(leaves, energy), par=par)
 
 
-def with_hold_leaves(par: np.ndarray, tables: Tables, family: str, key: dict) -> np.ndarray:
+def with_hold_leaves(
+    par: np.ndarray, tables: Tables, family: str, key: dict, skip: bool = False
+) -> np.ndarray:
     """`par` followed by the DSA context slice's leaves at every head count, packed for
     `optime_dsa.dsa_context_hold`: (heads, prefix, new tokens, batch, latency, energy)."""
     c = ordered_rows(tables[family])
-    idx = np.nonzero(_slice_mask(c, key))[0]
+    idx = np.nonzero(_slice_mask(c, key, skip))[0]
     leaves: dict[tuple[int, int, int, int], tuple[float, float]] = {}
     coords = zip(
         c["num_heads"][idx].tolist(),

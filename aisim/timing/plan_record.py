@@ -266,6 +266,8 @@ def _stand_ins() -> dict:
         "banded_generation_attention": absent_grid(),
         "dsa_context": absent_grid(),
         "dsa_generation": absent_grid(),
+        "dsa_context_skip": absent_grid(),
+        "dsa_generation_skip": absent_grid(),
         "allreduce": absent_curve(),
         "all_gather": absent_curve(),
         "reduce_scatter": absent_curve(),
