@@ -66,6 +66,8 @@ MODEL_SPACE_SPLITS["nvidia/Kimi-K2.5-NVFP4"] = MODEL_SPACE_SPLITS["moonshotai/Ki
 MODEL_SPACE_SPLITS["zai-org/GLM-5.1-FP8"] = MODEL_SPACE_SPLITS["zai-org/GLM-5-FP8"]
 MODEL_SPACE_SPLITS["nvidia/GLM-5-NVFP4"] = MODEL_SPACE_SPLITS["zai-org/GLM-5-FP8"]
 MODEL_SPACE_SPLITS["nvidia/DeepSeek-V3.2-NVFP4"] = MODEL_SPACE_SPLITS["zai-org/GLM-5-FP8"]
+MODEL_SPACE_SPLITS["zai-org/GLM-5.2-FP8"] = MODEL_SPACE_SPLITS["zai-org/GLM-5-FP8"]
+MODEL_SPACE_SPLITS["nvidia/GLM-5.3-NVFP4"] = MODEL_SPACE_SPLITS["zai-org/GLM-5-FP8"]
 MODEL_SPACES = {
     "default": {
         "Qwen/Qwen3-0.6B": 0.12,
@@ -88,6 +90,8 @@ MODEL_SPACES = {
         "nvidia/Kimi-K2.5-NVFP4": 0.08,
         "nvidia/GLM-5-NVFP4": 0.1,
         "nvidia/DeepSeek-V3.2-NVFP4": 0.15,
+        "zai-org/GLM-5.2-FP8": 0.12,
+        "nvidia/GLM-5.3-NVFP4": 0.08,
         "openai/gpt-oss-120b": 0.3,
         "openai/gpt-oss-20b": 0.15,
         "meta-llama/Llama-4-Scout-17B-16E-Instruct": 0.2,
@@ -105,6 +109,8 @@ MLA_MODELS = (
     "nvidia/Kimi-K2.5-NVFP4",
     "nvidia/GLM-5-NVFP4",
     "nvidia/DeepSeek-V3.2-NVFP4",
+    "zai-org/GLM-5.2-FP8",
+    "nvidia/GLM-5.3-NVFP4",
 )
 """MLA models: fp8_block GPUs only, no quantized variants drawn (a documented refusal)."""
 FP8_BLOCK_MODELS = (*MLA_MODELS, "MiniMaxAI/MiniMax-M2.5")

@@ -120,7 +120,7 @@ WEIGHTS_GB = {
     "MiniMaxAI/MiniMax-M2.5": 230, "moonshotai/Kimi-K2-Instruct": 1030,
     "zai-org/GLM-5-FP8": 760, "zai-org/GLM-5.1-FP8": 760, "moonshotai/Kimi-K2.5": 600,
     "nvidia/Kimi-K2.5-NVFP4": 600, "nvidia/GLM-5-NVFP4": 430, "openai/gpt-oss-120b": 63,
-    "nvidia/DeepSeek-V3.2-NVFP4": 400,
+    "nvidia/DeepSeek-V3.2-NVFP4": 400, "zai-org/GLM-5.2-FP8": 760, "nvidia/GLM-5.3-NVFP4": 430,
     "openai/gpt-oss-20b": 14, "meta-llama/Llama-4-Scout-17B-16E-Instruct": 218,
     "meta-llama/Llama-4-Maverick-17B-128E-Instruct": 800,
 }  # fmt: skip
@@ -181,8 +181,9 @@ class _Workload:
 def space_version(space: str = "default") -> str:
     # models2: Kimi-K2 on both backends; models3: GLM-5-FP8 added; models4: GLM-5 on both
     # backends, GLM-5.1-FP8, Kimi-K2.5 (vLLM) and its NVFP4 export added; models5: GLM-5-NVFP4;
-    # models6: gpt-oss-20b / 120b, Llama-4 Scout / Maverick; models7: DeepSeek-V3.2-NVFP4
-    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}7"
+    # models6: gpt-oss-20b / 120b, Llama-4 Scout / Maverick; models7: DeepSeek-V3.2-NVFP4;
+    # models8: GLM-5.2-FP8, GLM-5.3-NVFP4
+    return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}8"
 
 
 def sample_case(seed: int, index: int, space: str = "default") -> Case:
