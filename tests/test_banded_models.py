@@ -26,10 +26,22 @@ PINNED = json.loads((HERE / "golden_optable" / "banded_models_single_request.jso
 REL = 1e-9
 
 
-def _estimate(tmp_path: Path, config: dict, *args: str) -> dict:
+def _write(tmp_path: Path, config: dict) -> Path:
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(config))
-    return estimate(path, *args)
+    return path
+
+
+def _estimate(tmp_path: Path, config: dict, *args: str) -> dict:
+    return estimate(_write(tmp_path, config), *args)
+
+
+def _refusal(tmp_path: Path, config: dict) -> str:
+    """The one error line `aisim predict` refuses the config with (exit code 2)."""
+    res = CliRunner().invoke(main, ["predict", "-c", str(_write(tmp_path, config))])
+    assert res.exit_code == 2, res.output
+    (error,) = [line for line in res.output.splitlines() if line.startswith("aisim: error")]
+    return error
 
 
 @pytest.mark.parametrize("name", sorted(PINNED["cases"]))
@@ -103,11 +115,7 @@ def test_mxfp4_checkpoint_with_quantized_attention_is_refused(tmp_path: Path) ->
     (tmp_path / "config.json").write_text(json.dumps(raw))
     config = json.loads(json.dumps(PINNED["cases"]["vllm-120b-tp4-ep4-1024"]["config"]))
     config["engine"]["model"] = str(tmp_path / "config.json")
-    path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(config))
-    res = CliRunner().invoke(main, ["predict", "-c", str(path)])
-    assert res.exit_code == 2, res.output
-    (error,) = [line for line in res.output.splitlines() if line.startswith("aisim: error")]
+    error = _refusal(tmp_path, config)
     assert "weights mxfp4" in error and "checkpoint" in error
 
 
@@ -168,12 +176,6 @@ def test_shared_indexer_layers_read_the_skip_indexer_rows_on_vllm(
     assert abs(ops["generation_attention"] - generation_ms) <= REL * generation_ms, ops
 
 
-def _write(tmp_path: Path, config: dict) -> Path:
-    path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 def test_a_one_point_moe_curve_is_refused(tmp_path: Path) -> None:
     """b300_sxm's vLLM moe table holds Maverick's bf16 power_law_1.01 rows at EP4 for one
     token count only; AISimulate extrapolates from it by a rule aisim lacks (1,839 ms a layer
@@ -182,9 +184,5 @@ def test_a_one_point_moe_curve_is_refused(tmp_path: Path) -> None:
     config = json.loads(json.dumps(case["config"]))
     config["engine"]["hardware"] = "b300_sxm"
     config["engine"]["workers"]["aggregated"]["parallelism"].update(tensor=4, moe_expert=4)
-    path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(config))
-    res = CliRunner().invoke(main, ["predict", "-c", str(path)])
-    assert res.exit_code == 2, res.output
-    (error,) = [line for line in res.output.splitlines() if line.startswith("aisim: error")]
+    error = _refusal(tmp_path, config)
     assert "one token count only" in error and "moe_ep=4" in error
