@@ -381,12 +381,13 @@ def quant_exclusions(raw: dict, hf_quant: dict | None) -> tuple[tuple[str, ...],
     groups: set[str] = set()
     other = False
     for entry in entries:
-        if "self_attn" in entry and entry.rsplit("self_attn", 1)[1] in _WHOLE_BLOCK_TAILS:
+        tail = entry.rsplit("self_attn", 1)[1] if "self_attn" in entry else None
+        if tail in _WHOLE_BLOCK_TAILS:
             groups.update(_PROJECTION_GROUPS)
             continue
         named = {g for g, names in _PROJECTION_GROUPS.items() if any(n in entry for n in names)}
         groups |= named
-        if "self_attn" in entry and entry.rsplit("self_attn", 1)[1] in _WHOLE_INDEXER_TAILS:
+        if tail in _WHOLE_INDEXER_TAILS:
             groups.add(INDEXER_WEIGHTS)
         other = other or ("self_attn" in entry and not named)
     return tuple(sorted(groups)), any("shared_expert" in e for e in entries), other

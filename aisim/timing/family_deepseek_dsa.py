@@ -14,6 +14,7 @@ import dataclasses
 import numpy as np
 
 from aisim.kernels import optime_pass as KP
+from aisim.kernels.optime_attention import GridSlice
 from aisim.models import ModelArch
 from aisim.timing.deepseek_layers import (
     DeepSeekAttention,
@@ -48,10 +49,7 @@ def build_deepseek_dsa_plan(
         model, "architecture", ARCHITECTURES[model.model_type], dtypes.attention, dtypes.kv
     )
     par = dsa_module_par(model, heads, dtypes.attention, dtypes.kv, system)
-    context = module_slice(tables, CONTEXT_MODULE, key, heads, par, where)
-    generation = module_slice(tables, GENERATION_MODULE, key, heads, par.copy(), where)
-    # the context hold borrows every head count (optime_dsa)
-    context = context._replace(par=with_hold_leaves(par, tables, CONTEXT_MODULE, key))
+    context, generation = _module_slices(tables, key, heads, par, par, where)
     part = DeepSeekAttention(
         context_op=OpRow(
             "context", "attention", KP.OP_DSA_CONTEXT, None, 0.0, float(model.num_layers)
@@ -61,35 +59,47 @@ def build_deepseek_dsa_plan(
         dsa_generation=generation,
     )
     if model.shared_indexer_layers and deployment.backend == "vllm":
-        part = _with_shared_indexer_layers(model, tables, deployment, system, key, par, part, where)
+        # the skip rows' context SOL runs no indexer, their generation SOL is the full one
+        skip_par = dsa_module_par(
+            model, heads, dtypes.attention, dtypes.kv, system, skip_indexer=True
+        )
+        skip = _module_slices(tables, key, heads, skip_par, par, where, skip=True)
+        part = _with_shared_indexer_layers(model, deployment, part, *skip)
     return build_deepseek_plan(model, tables, system, deployment, gemms, SHARED_EXPERT_TP, part)
+
+
+def _module_slices(
+    tables: Tables,
+    key: dict,
+    heads: int,
+    context_par: np.ndarray,
+    generation_par: np.ndarray,
+    where: str,
+    skip: bool = False,
+) -> tuple[GridSlice, GridSlice]:
+    """The context and generation module slices of the key's full-layer rows (`skip`: of its
+    skip_indexer rows); the context hold borrows every head count (optime_dsa)."""
+    context = module_slice(tables, CONTEXT_MODULE, key, heads, context_par, where, skip)
+    generation = module_slice(
+        tables, GENERATION_MODULE, key, heads, generation_par.copy(), where, skip
+    )
+    hold = with_hold_leaves(context_par, tables, CONTEXT_MODULE, key, skip)
+    return context._replace(par=hold), generation
 
 
 def _with_shared_indexer_layers(
     model: ModelArch,
-    tables: Tables,
     deployment: Deployment,
-    system: GpuSystem,
-    key: dict,
-    par: np.ndarray,
     part: DeepSeekAttention,
-    where: str,
+    skip_context: GridSlice,
+    skip_generation: GridSlice,
 ) -> DeepSeekAttention:
     """vLLM prices the layers that reuse another layer's indexer (GLM-5.2 / 5.3
     `indexer_types` "shared") from the module tables' skip_indexer rows: a layer's module is
     w x full + (1 - w) x skip, w the fraction of layers that run their own indexer, in latency
     and energy, then times the layers (oracle: GLM-5.2 at attention-DP 8, 1 x 4096: context
     205.4847 ms, generation 10.0020, where every layer full gives 225.03 / 12.3162;
-    docs/timing.md 3.5). The skip layers' context SOL runs no indexer (leaf_dsa.dsa_module_par);
-    their generation SOL is the full layers' (AISimulate's own)."""
-    heads = model.num_attention_heads // deployment.tensor
-    dtypes = DeepSeekDtypes.of(model, deployment.backend)
-    skip_par = dsa_module_par(model, heads, dtypes.attention, dtypes.kv, system, skip_indexer=True)
-    context = module_slice(tables, CONTEXT_MODULE, key, heads, skip_par, where, skip=True)
-    context = context._replace(
-        par=with_hold_leaves(skip_par, tables, CONTEXT_MODULE, key, skip=True)
-    )
-    generation = module_slice(tables, GENERATION_MODULE, key, heads, par.copy(), where, True)
+    docs/timing.md 3.5)."""
     full = (model.num_layers - model.shared_indexer_layers) / model.num_layers
     layers = float(model.num_layers)
     rows = []
@@ -109,6 +119,6 @@ def _with_shared_indexer_layers(
         context_op=rows[0],
         generation_op=rows[1],
         hidden=hidden,
-        dsa_context_skip=context,
-        dsa_generation_skip=generation,
+        dsa_context_skip=skip_context,
+        dsa_generation_skip=skip_generation,
     )

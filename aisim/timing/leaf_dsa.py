@@ -95,8 +95,8 @@ def dsa_module_par(
     # the bf16 rate (GLM-5-FP8 on TRT-LLM, whose module is bf16); NVFP4: 0.5625 bytes a weight
     # at the nvfp4 rate (DeepSeek-V3.2-NVFP4, off the grid; docs/timing.md 4.8)
     fp8_rate = system.tensor_flops("fp8")
-    gemm_rate = fp8_rate if wb == 1.0 else system.tensor_flops(gemm_dtype)
-    rate = fp8_rate if wb * gemm_rate == fp8_rate else wb * gemm_rate
+    gemm_rate = system.tensor_flops(gemm_dtype)
+    rate = wb * gemm_rate
     par[KD.DSA_KVB_FLOPS_H] = (
         2.0 * model.kv_lora_rank * (model.qk_nope_head_dim + model.v_head_dim)
     ) * (rate / gemm_rate)
