@@ -41,6 +41,13 @@ from aisim.kernels.optime_attention import (
     grid_le,
 )
 from aisim.kernels.optime_comm import Curve, allreduce_le, allreduce_sol_ms, moe_dispatch_ms
+from aisim.kernels.optime_empirical import (
+    SLOT_ALLREDUCE,
+    SLOT_CONTEXT,
+    SLOT_GENERATION,
+    UtilGrids,
+    util_at,
+)
 from aisim.kernels.optime_gemm import GemmSites, gemm_le, gemm_op_sol_ms
 from aisim.kernels.optime_moe import MOE_DP, MoeCurve, moe_le
 
@@ -69,6 +76,7 @@ OP_DSA_GENERATION_SKIP = 17
 
 MODE_SILICON = 0
 MODE_SOL = 1
+MODE_EMPIRICAL = 2  # GEMM, attention and allreduce at SOL / util (optime_empirical)
 
 
 class PassScalars(NamedTuple):
@@ -79,7 +87,7 @@ class PassScalars(NamedTuple):
     8 float argument registers) the plan's ~500 argument words were no longer pushed but copied
     through the caller's frame, measured ~1.5 us per call instead of ~0.1 us."""
 
-    mode: int  # MODE_SILICON or MODE_SOL
+    mode: int  # MODE_SILICON, MODE_SOL or MODE_EMPIRICAL
     num_ctx_ops: int  # context ops are [0, num_ctx_ops)
     num_ops: int  # reported ops; hidden sub-ops follow
     nextn: int  # MTP draft tokens per decode request
@@ -138,6 +146,7 @@ class OpPlan(NamedTuple):
     all_gather: Curve  # NCCL MoE dispatch
     reduce_scatter: Curve  # NCCL MoE combine
     moe: MoeCurve
+    empirical: UtilGrids  # the EMPIRICAL mode's util samples
     scratch_d: np.ndarray  # float64[8] scratch for the attention hold
     scratch_i: np.ndarray  # int64[8]
 
@@ -159,15 +168,26 @@ def _leaf_le(plan, i, tokens, requests, batch, seq, prefix):
         return _mem_ms(tokens * plan.ops.param[i], s), 0.0
     if kind == OP_GEMM_TOKENS or kind == OP_GEMM_REQUESTS:  # noqa: SIM109 (numba)
         m = tokens if kind == OP_GEMM_TOKENS else requests
+        g = plan.ops.index[i]
         if sol:
-            return gemm_op_sol_ms(plan.gemm, plan.ops.index[i], m, s.mem_bw), 0.0
-        return gemm_le(plan.gemm, plan.ops.index[i], m, s.mem_bw)
+            return gemm_op_sol_ms(plan.gemm, g, m, s.mem_bw), 0.0
+        if s.mode == MODE_EMPIRICAL:
+            util = util_at(plan.empirical, g, m, plan.gemm.op_n[g], plan.gemm.op_k[g])
+            return gemm_op_sol_ms(plan.gemm, g, m, s.mem_bw) / util, 0.0
+        return gemm_le(plan.gemm, g, m, s.mem_bw)
     if kind == OP_ALLREDUCE:
         elements = tokens * plan.ops.param[i]
         if sol:
             return allreduce_sol_ms(
                 elements, s.allreduce_gpus, s.allreduce_elem_bytes, s.link_bw
             ), 0.0
+        if s.mode == MODE_EMPIRICAL:
+            if s.allreduce_gpus <= 1:
+                return 0.0, 0.0
+            lookup = plan.empirical.slot[SLOT_ALLREDUCE]
+            return allreduce_sol_ms(
+                elements, s.allreduce_gpus, s.allreduce_elem_bytes, s.link_bw
+            ) / util_at(plan.empirical, lookup, elements, 1.0, 1.0), 0.0
         return allreduce_le(
             elements, plan.allreduce, s.allreduce_gpus, s.allreduce_elem_bytes, s.link_bw
         )
@@ -176,6 +196,12 @@ def _leaf_le(plan, i, tokens, requests, batch, seq, prefix):
         if sol:  # the prefix enters the roofline itself, not as the correction factor
             return (
                 context_sol_prefix_ms(s.heads, seq, prefix, batch, grid.par) + s.ctx_extra_sol_ms
+            ), 0.0
+        if s.mode == MODE_EMPIRICAL:  # the prefix enters the query's SOL, as in SOL mode
+            lookup = plan.empirical.slot[SLOT_CONTEXT]
+            util = util_at(plan.empirical, lookup, s.heads, seq, batch)
+            return context_sol_prefix_ms(s.heads, seq, prefix, batch, grid.par) / util + (
+                s.ctx_extra_ms
             ), 0.0
         corr = (seq * seq - prefix * prefix) / (seq * seq)
         table, e = grid_le(KIND_CONTEXT, s.heads, seq, batch, grid, plan.scratch_d, plan.scratch_i)
@@ -191,6 +217,11 @@ def _leaf_le(plan, i, tokens, requests, batch, seq, prefix):
                 attention_sol_ms(KIND_GENERATION, s.heads, batch, seq, grid.par)
                 + s.gen_extra_sol_ms
             ), 0.0
+        if s.mode == MODE_EMPIRICAL:  # one read at the kv length, no five-sample mean
+            lookup = plan.empirical.slot[SLOT_GENERATION]
+            util = util_at(plan.empirical, lookup, s.heads, batch, seq)
+            sol_ms = attention_sol_ms(KIND_GENERATION, s.heads, batch, seq, grid.par)
+            return sol_ms / util + s.gen_extra_ms, 0.0
         table, e = generation_5sample_le(s.heads, batch, seq, grid, plan.scratch_d, plan.scratch_i)
         return table + s.gen_extra_ms, e
     if kind == OP_P2P:

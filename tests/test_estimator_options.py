@@ -93,8 +93,6 @@ def test_no_op_options_leave_the_figures(name: str) -> None:
 REFUSED = {
     "role-fpm-estimation": (f"{T}.estimation_mode=fpm_interpolation", f"{T}.estimation_mode"),
     "role-fpm-forward-model": (f"{T}.forward_model=fpm", f"{T}.forward_model"),
-    "role-empirical-database": (f"{T}.database_mode=empirical", f"{T}.database_mode"),
-    "engine-empirical-database": ("engine.database_mode=EMPIRICAL", "engine.database_mode"),
     "role-attention-backend": (f"{T}.attention_backend=flashinfer", f"{T}.attention_backend"),
     "role-estimator-config": (
         f"{T}.estimator_config={{correction: {{enabled: false}}}}",

@@ -26,7 +26,6 @@ NOT_YET_AVAILABLE = frozenset(
         "afd",
         "sglang",
         "fpm_estimation",  # estimation modes other than auto / op_level
-        "database_mode",  # EMPIRICAL
         "timing_identity",  # quantization / kernel-backend overrides
         "moe_controls_dense",  # enable_eplb / wideep_num_slots on a dense model
         "moe_backend",  # DeepEP / MegaMoE MoE backend (SGLang only in AISimulate 0.13)
@@ -172,8 +171,6 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         yield "sglang", "engine.backend", "the SGLang scheduler"
     if eng.estimation_mode not in ("auto", "op_level"):
         yield "fpm_estimation", "engine.estimation_mode", f"estimation mode {eng.estimation_mode!r}"
-    if eng.database_mode not in ("SILICON", "HYBRID", "SOL"):
-        yield "database_mode", "engine.database_mode", f"database mode {eng.database_mode!r}"
     if eng.nextn > 0:
         yield "mtp", "engine.nextn", f"native MTP (nextn = {eng.nextn})"
     if eng.speculation is not None:
@@ -249,8 +246,6 @@ def _timing_features(timing: DefaultTiming, base: str) -> Iterator[tuple[str, st
             f"{base}.estimation_mode",
             f"estimation mode {timing.estimation_mode!r}",
         )
-    if timing.database_mode not in (None, "SILICON", "HYBRID", "SOL"):
-        yield "database_mode", f"{base}.database_mode", f"database mode {timing.database_mode!r}"
     for key in ("attention_backend",):
         if getattr(timing, key) is not None:
             yield "timing_identity", f"{base}.{key}", f"an override of {key}"

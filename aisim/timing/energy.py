@@ -75,7 +75,8 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
     analytic extras (models without q/k norm: Llama, MiMo). The p2p hand-off is `empirical`
     when it runs (pipeline > 1) and `silicon` as the zero-latency placeholder of pipeline 1
     (both pinned against AISimulate). A SOL-mode plan tags every op `sol` but those two
-    placeholders: the pipeline-1 p2p stays `silicon` and the TP-1 allreduce `empirical`."""
+    placeholders: the pipeline-1 p2p stays `silicon` and the TP-1 allreduce `empirical`. An
+    EMPIRICAL plan tags every op `empirical` but the pipeline-1 p2p (`silicon`)."""
     a = plan.arrays
     scalars = scalars_of(a)
     sol = scalars.mode == KP.MODE_SOL
@@ -88,7 +89,9 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
     for i, (kind, scale) in enumerate(zip(kinds[:n], a.ops.scale.tolist()[:n], strict=True)):
         if kind == KP.OP_SUM and _banded(kinds[index[i] : index[i] + int(params[i])]):
             kind = kinds[index[i]]  # full and sliding-window layers: tagged as attention
-        if sol:
+        if scalars.mode == KP.MODE_EMPIRICAL:  # every op estimated; the placeholder p2p stays
+            out.append("silicon" if kind == KP.OP_P2P and scale == 0 else "empirical")
+        elif sol:
             if kind == KP.OP_P2P and scale == 0:
                 out.append("silicon")
             elif kind == KP.OP_ALLREDUCE and scalars.allreduce_gpus <= 1:

@@ -20,11 +20,12 @@ from aisim.kernels import optime_pass as KP
 from aisim.kernels.optime_pass import OpList, OpPlan, PassScalars
 from aisim.timing.leaf_attention import absent_grid
 from aisim.timing.leaf_comm import absent_curve
+from aisim.timing.leaf_empirical import absent_grids
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites
 from aisim.timing.leaf_moe import absent_moe
 from aisim.timing.system import GpuSystem
 
-MODES = {"SILICON": KP.MODE_SILICON, "SOL": KP.MODE_SOL}
+MODES = {"SILICON": KP.MODE_SILICON, "SOL": KP.MODE_SOL, "EMPIRICAL": KP.MODE_EMPIRICAL}
 _SCALAR_TYPES = typing.get_type_hints(PassScalars)
 
 
@@ -63,14 +64,15 @@ class Deployment:
     def check_moe_mode(self) -> None:
         if self.mode != "SILICON":
             raise NotAvailableError(
-                f"database_mode {self.mode}: MoE models are priced in SILICON mode only so far"
+                f"database_mode {self.mode}: MoE, MLA and DSA models are priced in SILICON mode "
+                "only so far; use database_mode: SILICON"
             )
 
     def check_mode(self) -> None:
         if self.mode not in MODES:
             raise NotAvailableError(
-                f"database_mode {self.mode}: only SILICON and SOL are available (HYBRID and "
-                "EMPIRICAL are not built yet)"
+                f"database_mode {self.mode}: only SILICON, SOL and EMPIRICAL are available "
+                "(HYBRID prices as SILICON where the tables cover every op)"
             )
         if self.pipeline < 1:
             raise NotAvailableError(f"pipeline parallelism {self.pipeline} is not valid")
@@ -272,6 +274,7 @@ def _stand_ins() -> dict:
         "all_gather": absent_curve(),
         "reduce_scatter": absent_curve(),
         "moe": absent_moe(),
+        "empirical": absent_grids(),
         "scratch_d": np.zeros(8, np.float64),
         "scratch_i": np.zeros(8, np.int64),
     }

@@ -87,11 +87,13 @@ def _plan_inputs(spec, where: str):
     # enable_shared_layer: false = the requested version's own rows only (docs/timing.md 2.2): no
     # reuse.yaml donors (small GEMMs, other models' attention shapes), no sibling versions
     # (DeepSeek then has no fp8_block GEMMs); AISimulate drops them for dense models too
+    deployment = deployment_of(spec)
+    # EMPIRICAL estimates from the requested version's own rows: no shared layer
     return (
         spec.model,
         hardware_of(spec, where),
-        deployment_of(spec),
-        spec.enable_shared_layer is False,
+        deployment,
+        spec.enable_shared_layer is False or deployment.mode == "EMPIRICAL",
     )
 
 

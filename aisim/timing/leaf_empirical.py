@@ -1,0 +1,190 @@
+"""Leaf builder: the EMPIRICAL database mode's util samples (docs/timing.md 4.9).
+
+`empirical_grids` turns a dense plan's leaves into the `UtilGrids` record that
+aisim.kernels.optime_empirical reads. Samples come from the requested version's own rows
+(no shared layer): every GEMM row of the op's dtype (one grid over m, n, k for all GEMM ops),
+the attention slices the SILICON plan would read (their rows at every head count; generation
+latencies SOL-clamped as loaded), and the custom-allreduce curve of the group, capped at one
+node (the query's SOL still runs on the whole group's link). A slice with no samples is refused
+as the table miss it is.
+
+Each GEMM op keeps only the samples that can be one of its two nearest: its n and k are fixed,
+so among samples of one m only the two closest in (n, k) can be (ties kept).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from aisim.errors import OpTableError
+from aisim.kernels import optime_attention as KA
+from aisim.kernels import optime_comm as KC
+from aisim.kernels import optime_empirical as KE
+from aisim.kernels.optime_attention import GridSlice
+from aisim.kernels.optime_comm import Curve
+from aisim.kernels.optime_gemm import GemmSites, gemm_sol_ms
+from aisim.timing.system import GpuSystem
+from aisim.timing.tables import Tables, ordered_rows
+
+_AXES = 3
+_TIE = 1e-9  # relative slack when pruning GEMM samples (rounding of the kernel's distance sum)
+
+
+class _Lookup:
+    """One lookup's samples: raw coordinates (rows x used axes) and their utils."""
+
+    def __init__(self, coords: np.ndarray, utils: np.ndarray) -> None:
+        logc = np.log(np.maximum(coords, KE.LOG_FLOOR))
+        self.lo = np.zeros(_AXES)
+        self.span = np.ones(_AXES)
+        used = coords.shape[1]
+        if len(utils):
+            lo = logc.min(axis=0)
+            span = logc.max(axis=0) - lo
+            self.lo[:used] = lo
+            self.span[:used] = np.where(span > 0.0, span, 1.0)
+        self.coord = np.zeros((len(utils), _AXES))
+        self.coord[:, :used] = (logc - self.lo[:used]) / self.span[:used]
+        self.util = np.asarray(utils, np.float64)
+
+    def subset(self, keep: np.ndarray) -> _Lookup:
+        out = object.__new__(_Lookup)
+        out.lo, out.span = self.lo, self.span
+        out.coord, out.util = self.coord[keep], self.util[keep]
+        return out
+
+    def query(self, values: tuple[float, ...]) -> np.ndarray:
+        """Normalised, clamped query coordinates (unused axes 0)."""
+        q = np.zeros(_AXES)
+        for a, v in enumerate(values):
+            q[a] = min(1.0, max(0.0, (math.log(max(v, KE.LOG_FLOOR)) - self.lo[a]) / self.span[a]))
+        return q
+
+
+def _samples(coords: list[tuple], latency: list[float], sol) -> _Lookup:
+    """Samples of (coordinates, measured latency) with a positive latency and SOL."""
+    kept, utils = [], []
+    for c, lat in zip(coords, latency, strict=True):
+        if lat > 0.0:
+            s = sol(c)
+            if s > 0.0:
+                kept.append(c)
+                utils.append(s / lat)
+    width = len(coords[0]) if coords else 1
+    return _Lookup(np.asarray(kept, np.float64).reshape(-1, width), np.asarray(utils))
+
+
+def _gemm_lookups(tables: Tables, gemm: GemmSites, dtypes: list[str], mem_bw: float) -> list:
+    """One lookup per GEMM op over its dtype's (m, n, k) rows, pruned for its (n, k)."""
+    cols = ordered_rows(tables["gemm"])
+    grids: dict[str, _Lookup] = {}
+    out = []
+    for g, dtype in enumerate(dtypes):
+        if dtype not in grids:
+            idx = np.nonzero(cols["gemm_dtype"] == dtype)[0]
+            first: dict[tuple, float] = {}
+            for m, n, k, lat in zip(
+                cols["m"][idx].tolist(),
+                cols["n"][idx].tolist(),
+                cols["k"][idx].tolist(),
+                cols["latency"][idx].tolist(),
+                strict=True,
+            ):
+                first.setdefault((m, n, k), lat)
+            if not first:
+                raise OpTableError(
+                    "gemm", f"gemm_dtype={dtype}", "no GEMM rows to estimate from (EMPIRICAL)"
+                )
+            keys = sorted(first)
+            flops, bpe = float(gemm.op_flops[g]), float(gemm.op_bpe[g])
+
+            def sol(c, flops=flops, bpe=bpe):
+                return _gemm_sol(c, flops, bpe, mem_bw)
+
+            grids[dtype] = _samples(keys, [first[c] for c in keys], sol)
+        grid = grids[dtype]
+        q = grid.query((1.0, float(gemm.op_n[g]), float(gemm.op_k[g])))
+        fixed = (grid.coord[:, 1] - q[1]) ** 2 + (grid.coord[:, 2] - q[2]) ** 2
+        keep = np.zeros(len(fixed), bool)
+        for level in np.unique(grid.coord[:, 0]):
+            rows = np.nonzero(grid.coord[:, 0] == level)[0]
+            second = np.sort(fixed[rows])[min(1, len(rows) - 1)]
+            keep[rows[fixed[rows] <= second * (1.0 + _TIE) + 1e-300]] = True
+        out.append(grid.subset(keep))
+    return out
+
+
+def _gemm_sol(c, flops: float, bpe: float, mem_bw: float) -> float:
+    m, n, k = (float(v) for v in c)
+    return gemm_sol_ms.py_func(m, n, k, flops, bpe, mem_bw)
+
+
+def _grid_lookup(grid: GridSlice, kind: int, what: str) -> _Lookup:
+    """Every leaf of an attention slice, at its own SOL."""
+    coords, lat = [], []
+    for a0 in range(len(grid.v0)):
+        for a1 in range(grid.o0[a0], grid.o0[a0 + 1]):
+            for a2 in range(grid.o1[a1], grid.o1[a1 + 1]):
+                coords.append((float(grid.v0[a0]), float(grid.v1[a1]), float(grid.v2[a2])))
+                lat.append(float(grid.lat[a2]))
+    if not coords:
+        raise OpTableError(what, "slice", "no attention rows to estimate from (EMPIRICAL)")
+
+    def sol(c):
+        return KA.attention_sol_ms.py_func(kind, c[0], c[1], c[2], grid.par)
+
+    return _samples(coords, lat, sol)
+
+
+def _allreduce_lookup(curve: Curve, gpus: int, link_bw: float) -> _Lookup:
+    coords = [(float(x),) for x in curve.x]
+
+    def sol(c):
+        return KC.allreduce_sol_ms.py_func(c[0], float(gpus), 2.0, link_bw)
+
+    return _samples(coords, curve.y.tolist(), sol)
+
+
+def empirical_grids(
+    tables: Tables,
+    system: GpuSystem,
+    gemm: GemmSites,
+    gemm_dtypes: list[str],
+    context: GridSlice,
+    generation: GridSlice,
+    allreduce: Curve | None,
+    allreduce_gpus: int,
+) -> KE.UtilGrids:
+    """The record for GEMM ops 0..n-1, the two attention slices and the allreduce curve read
+    at `allreduce_gpus` (None: no allreduce)."""
+    lookups = _gemm_lookups(tables, gemm, gemm_dtypes, system.mem_bw)
+    slot = np.full(KE.SLOT_SIZE, -1, np.int64)
+    slot[KE.SLOT_CONTEXT] = len(lookups)
+    lookups.append(_grid_lookup(context, KA.KIND_CONTEXT, "context_attention"))
+    slot[KE.SLOT_GENERATION] = len(lookups)
+    lookups.append(_grid_lookup(generation, KA.KIND_GENERATION, "generation_attention"))
+    if allreduce is not None:
+        slot[KE.SLOT_ALLREDUCE] = len(lookups)
+        lookups.append(
+            _allreduce_lookup(allreduce, allreduce_gpus, system.group_bw(allreduce_gpus))
+        )
+    return _record(lookups, slot)
+
+
+def _record(lookups: list[_Lookup], slot: np.ndarray) -> KE.UtilGrids:
+    sizes = [len(x.util) for x in lookups]
+    return KE.UtilGrids(
+        off=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+        lo=np.asarray([x.lo for x in lookups], np.float64).reshape(-1, _AXES),
+        span=np.asarray([x.span for x in lookups], np.float64).reshape(-1, _AXES),
+        coord=np.concatenate([x.coord for x in lookups]).reshape(-1, _AXES),
+        util=np.concatenate([x.util for x in lookups]).astype(np.float64),
+        slot=slot,
+    )
+
+
+def absent_grids() -> KE.UtilGrids:
+    """The stand-in of a plan priced without EMPIRICAL lookups."""
+    return _record([_Lookup(np.ones((1, 1)), np.ones(1))], np.full(KE.SLOT_SIZE, -1, np.int64))
