@@ -30,8 +30,8 @@ from difftest_models import (
 
 from aisim.config.registry import BACKEND_VERSION_SLOTS, current_version
 
-SPACE_VERSION = "9"
-"""Bump when the sampler changes, so a resumed output folder is not silently mixed."""
+SPACE_VERSION = "10"
+"""Bump when the sampler changes, so a resumed folder is not mixed (10: EMPIRICAL drawn)."""
 
 DENSE = {"Qwen/Qwen3-0.6B": 16, "Qwen/Qwen3-8B": 32, "Qwen/Qwen3-32B": 64}
 """Dense models shipped in data/models, with their attention heads (tensor must divide them)."""
@@ -179,10 +179,8 @@ class _Workload:
 
 
 def space_version(space: str = "default") -> str:
-    # models2: Kimi-K2 on both backends; models3: GLM-5-FP8 added; models4: GLM-5 on both
-    # backends, GLM-5.1-FP8, Kimi-K2.5 (vLLM) and its NVFP4 export added; models5: GLM-5-NVFP4;
-    # models6: gpt-oss-20b / 120b, Llama-4 Scout / Maverick; models7: DeepSeek-V3.2-NVFP4;
-    # models8: GLM-5.2-FP8, GLM-5.3-NVFP4
+    # models2: Kimi-K2; 3: GLM-5-FP8; 4: GLM-5, GLM-5.1-FP8, Kimi-K2.5 and its NVFP4 export;
+    # 5: GLM-5-NVFP4; 6: gpt-oss, Llama-4; 7: DeepSeek-V3.2-NVFP4; 8: GLM-5.2-FP8, GLM-5.3-NVFP4
     return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}8"
 
 
@@ -235,6 +233,11 @@ def sample_case(seed: int, index: int, space: str = "default") -> Case:
         elif d.chance(0.1):  # silicon wherever the tables answer; else refused by aisim
             engine["database_mode"] = "HYBRID"
             tags.append("db:HYBRID")
+        elif d.chance(0.25 if not moe else 0.0):  # MoE under EMPIRICAL: not claimed
+            engine["database_mode"] = "EMPIRICAL"
+            tags.append("db:EMPIRICAL")
+            if d.chance(0.2):
+                engine["transfer_policy"] = d.one(["off", "conservative", "balanced", "xquant"])
         if d.chance(0.3):
             engine["estimation_mode"] = "op_level"
         if d.chance(0.2):

@@ -43,6 +43,30 @@ def check_transfer_policy(value: Any, path: str) -> None:
             )
 
 
+_PRESET_KINDS = {
+    "off": (),
+    "conservative": ("xshape",),
+    "balanced": ("xshape", "xquant"),
+    "aggressive": TRANSFER_KINDS,
+}
+
+
+def transfer_kinds(value: Any) -> tuple[str, ...]:
+    """The transfer kinds a (checked) transfer_policy enables, sorted: every kind when unset;
+    presets expand (a string may join kinds and presets with commas)."""
+    if value is None:
+        return tuple(sorted(TRANSFER_KINDS))
+    tokens = (
+        [t.strip() for t in value.strip().lower().split(",") if t.strip()]
+        if isinstance(value, str)
+        else list(value)
+    )
+    kinds: set[str] = set()
+    for token in tokens:
+        kinds.update(_PRESET_KINDS.get(token, (token,)))
+    return tuple(sorted(kinds))
+
+
 ESTIMATOR_CONFIG_DEFAULTS: dict[str, Any] = {
     "features": {
         "attention_kv_weight": 1.0,

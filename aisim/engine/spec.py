@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from aisim.config.estimator import transfer_kinds
 from aisim.engine.bounds import (
     check_pass_time,
     check_state_fits,
@@ -86,6 +87,8 @@ class EngineSpec:
     hardware: str | None = None  # system of the op-time tables (engine.hardware, or the role's)
     # gemm / moe / kvcache / fmha quant_mode overrides of the checkpoint's dtypes ("" = none)
     quant_modes: tuple[str, str, str, str] = ("", "", "", "")
+    # the transfer kinds EMPIRICAL may borrow utilisation with (sorted; every kind by default)
+    transfers: tuple[str, ...] = ("xop", "xprofile", "xquant", "xshape")
 
     @property
     def kvcache_quant_mode(self) -> str:
@@ -221,6 +224,11 @@ def resolve_role(cfg, role: str, workload: WorkloadSpec) -> EngineSpec:
         kv_precision=kv_precision,
         hardware=worker.hardware or eng.hardware,
         quant_modes=quant_modes(eng, worker, f"{cfg.source_path}: {wpath}"),
+        transfers=transfer_kinds(
+            getattr(timing, "transfer_policy", None)
+            if getattr(timing, "transfer_policy", None) is not None
+            else eng.transfer_policy
+        ),
     )
     check_pass_time(spec, cfg.source_path)
     if workload.trace_path is None:

@@ -9,7 +9,7 @@ the layers scaled by L + nextn for the MTP head).
 
 from __future__ import annotations
 
-from aisim.errors import NotAvailableError
+from aisim.errors import NotAvailableError, OpTableError
 from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
 from aisim.timing.leaf_attention import gqa_attention
@@ -74,17 +74,25 @@ def build_dense_plan(
             "scale-matrix deltas) are not estimated yet; use database_mode: SILICON"
         )
     gemm = gemm_sites(gemm_ops, tables if silicon else None, system)
-    attention = gqa_attention(
-        model,
-        tables,
-        system,
-        backend=deployment.backend,
-        version=deployment.version,
-        tensor_parallel=t,
-        silicon=silicon or empirical,  # EMPIRICAL draws its samples from the same slices
-        kv_cache_dtype=kv_cache_dtype,
-        fmha_dtype=fmha_dtype,
-    )
+    try:
+        attention = gqa_attention(
+            model,
+            tables,
+            system,
+            backend=deployment.backend,
+            version=deployment.version,
+            tensor_parallel=t,
+            silicon=silicon or empirical,  # EMPIRICAL draws its samples from the same slices
+            kv_cache_dtype=kv_cache_dtype,
+            fmha_dtype=fmha_dtype,
+        )
+    except OpTableError as exc:
+        if empirical and "xshape" in deployment.transfers:
+            raise NotAvailableError(
+                f"database_mode EMPIRICAL: {exc}; AISimulate would borrow another head size's "
+                "utilisation (xshape), which is not built yet; use database_mode: SILICON"
+            ) from None
+        raise
     allreduce = allreduce_curve(tables, t, system) if silicon and t > 1 else absent_curve()
     leaves = {}
     if empirical:
@@ -104,6 +112,7 @@ def build_dense_plan(
             attention.generation,
             allreduce_curve(tables, min(t, node)) if t > 1 else None,
             min(t, node),
+            deployment.transfers,
         )
 
     rows = []

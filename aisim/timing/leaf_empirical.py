@@ -2,11 +2,15 @@
 
 `empirical_grids` turns a dense plan's leaves into the `UtilGrids` record that
 aisim.kernels.optime_empirical reads. Samples come from the requested version's own rows
-(no shared layer): every GEMM row of the op's dtype (one grid over m, n, k for all GEMM ops),
+(no shared layer): every GEMM row of the op's dtype (one grid over m, n, k for all GEMM ops,
+latencies SOL-clamped as loaded),
 the attention slices the SILICON plan would read (their rows at every head count; generation
 latencies SOL-clamped as loaded), and the custom-allreduce curve of the group, capped at one
-node (the query's SOL still runs on the whole group's link). A slice with no samples is refused
-as the table miss it is.
+node (the query's SOL still runs on the whole group's link). A GEMM dtype without rows of its
+own borrows those of the first same-profile dtype (same bytes and tensor-core rate: fp8_block
+reads fp8) where the transfer policy allows `xquant`; any other slice with no samples is
+refused as the table miss it is (AISimulate's cross-profile and cross-head-size transfers are
+not built).
 
 Each GEMM op keeps only the samples that can be one of its two nearest: its n and k are fixed,
 so among samples of one m only the two closest in (n, k) can be (ties kept).
@@ -18,14 +22,14 @@ import math
 
 import numpy as np
 
-from aisim.errors import OpTableError
+from aisim.errors import NotAvailableError, OpTableError
 from aisim.kernels import optime_attention as KA
 from aisim.kernels import optime_comm as KC
 from aisim.kernels import optime_empirical as KE
 from aisim.kernels.optime_attention import GridSlice
 from aisim.kernels.optime_comm import Curve
 from aisim.kernels.optime_gemm import GemmSites, gemm_sol_ms
-from aisim.timing.system import GpuSystem
+from aisim.timing.system import DTYPE_BYTES, DTYPE_FLOPS_KEY, GpuSystem
 from aisim.timing.tables import Tables, ordered_rows
 
 _AXES = 3
@@ -63,47 +67,37 @@ class _Lookup:
         return q
 
 
-def _samples(coords: list[tuple], latency: list[float], sol) -> _Lookup:
-    """Samples of (coordinates, measured latency) with a positive latency and SOL."""
+def _samples(coords: list[tuple], latency: list[float], sol, clamp: bool = False) -> _Lookup:
+    """Samples of (coordinates, measured latency) with a positive latency and SOL; `clamp`:
+    the table's latencies are raised to their SOL at load (GEMM), so no util exceeds 1."""
     kept, utils = [], []
     for c, lat in zip(coords, latency, strict=True):
         if lat > 0.0:
             s = sol(c)
             if s > 0.0:
                 kept.append(c)
-                utils.append(s / lat)
+                utils.append(s / (s if clamp and lat < s else lat))
     width = len(coords[0]) if coords else 1
     return _Lookup(np.asarray(kept, np.float64).reshape(-1, width), np.asarray(utils))
 
 
-def _gemm_lookups(tables: Tables, gemm: GemmSites, dtypes: list[str], mem_bw: float) -> list:
+def _gemm_lookups(
+    tables: Tables, system: GpuSystem, gemm: GemmSites, dtypes: list[str], transfers: tuple
+) -> list:
     """One lookup per GEMM op over its dtype's (m, n, k) rows, pruned for its (n, k)."""
     cols = ordered_rows(tables["gemm"])
     grids: dict[str, _Lookup] = {}
     out = []
     for g, dtype in enumerate(dtypes):
         if dtype not in grids:
-            idx = np.nonzero(cols["gemm_dtype"] == dtype)[0]
-            first: dict[tuple, float] = {}
-            for m, n, k, lat in zip(
-                cols["m"][idx].tolist(),
-                cols["n"][idx].tolist(),
-                cols["k"][idx].tolist(),
-                cols["latency"][idx].tolist(),
-                strict=True,
-            ):
-                first.setdefault((m, n, k), lat)
-            if not first:
-                raise OpTableError(
-                    "gemm", f"gemm_dtype={dtype}", "no GEMM rows to estimate from (EMPIRICAL)"
-                )
+            first = _gemm_rows(cols, _gemm_source(cols, system, dtype, transfers))
             keys = sorted(first)
             flops, bpe = float(gemm.op_flops[g]), float(gemm.op_bpe[g])
 
             def sol(c, flops=flops, bpe=bpe):
-                return _gemm_sol(c, flops, bpe, mem_bw)
+                return _gemm_sol(c, flops, bpe, system.mem_bw)
 
-            grids[dtype] = _samples(keys, [first[c] for c in keys], sol)
+            grids[dtype] = _samples(keys, [first[c] for c in keys], sol, clamp=True)
         grid = grids[dtype]
         q = grid.query((1.0, float(gemm.op_n[g]), float(gemm.op_k[g])))
         fixed = (grid.coord[:, 1] - q[1]) ** 2 + (grid.coord[:, 2] - q[2]) ** 2
@@ -114,6 +108,55 @@ def _gemm_lookups(tables: Tables, gemm: GemmSites, dtypes: list[str], mem_bw: fl
             keep[rows[fixed[rows] <= second * (1.0 + _TIE) + 1e-300]] = True
         out.append(grid.subset(keep))
     return out
+
+
+def _gemm_source(cols: dict, system: GpuSystem, dtype: str, transfers: tuple) -> str:
+    """The dtype whose rows calibrate `dtype`: its own, else (transfer kind xquant) the first
+    dtype of the table (in file order) with the same bytes per element and tensor-core rate."""
+    seen = list(dict.fromkeys(cols["gemm_dtype"].tolist()))
+    if dtype in seen:
+        return dtype
+    if "xquant" in transfers:
+        for other in seen:
+            if _profile(system, other) is not None and _profile(system, other) == _profile(
+                system, dtype
+            ):
+                return other
+    if "xprofile" in transfers and any(_profile(system, d) is not None for d in seen):
+        raise NotAvailableError(
+            f"database_mode EMPIRICAL: the version's own tables have no {dtype} GEMM rows and "
+            "no same-profile dtype; AISimulate would borrow another profile's utilisation "
+            "(xprofile), which is not built yet; use database_mode: SILICON"
+        )
+    raise OpTableError(
+        "gemm",
+        f"gemm_dtype={dtype}",
+        "no GEMM rows of this dtype in the version's own tables, and no same-profile dtype to "
+        "borrow them from"
+        + ("" if "xquant" in transfers else " (transfer_policy excludes xquant)")
+        + "; EMPIRICAL estimates from the requested version's own rows only",
+    )
+
+
+def _profile(system: GpuSystem, dtype: str) -> tuple | None:
+    if dtype not in DTYPE_BYTES or dtype not in DTYPE_FLOPS_KEY:
+        return None
+    return DTYPE_BYTES[dtype], system.flops.get(DTYPE_FLOPS_KEY[dtype])
+
+
+def _gemm_rows(cols: dict, dtype: str) -> dict[tuple, float]:
+    """(m, n, k) -> latency of the dtype's rows, the first row of a key kept."""
+    idx = np.nonzero(cols["gemm_dtype"] == dtype)[0]
+    first: dict[tuple, float] = {}
+    for m, n, k, lat in zip(
+        cols["m"][idx].tolist(),
+        cols["n"][idx].tolist(),
+        cols["k"][idx].tolist(),
+        cols["latency"][idx].tolist(),
+        strict=True,
+    ):
+        first.setdefault((m, n, k), lat)
+    return first
 
 
 def _gemm_sol(c, flops: float, bpe: float, mem_bw: float) -> float:
@@ -156,10 +199,11 @@ def empirical_grids(
     generation: GridSlice,
     allreduce: Curve | None,
     allreduce_gpus: int,
+    transfers: tuple[str, ...],
 ) -> KE.UtilGrids:
     """The record for GEMM ops 0..n-1, the two attention slices and the allreduce curve read
-    at `allreduce_gpus` (None: no allreduce)."""
-    lookups = _gemm_lookups(tables, gemm, gemm_dtypes, system.mem_bw)
+    at `allreduce_gpus` (None: no allreduce); `transfers`: the kinds of borrowing allowed."""
+    lookups = _gemm_lookups(tables, system, gemm, gemm_dtypes, transfers)
     slot = np.full(KE.SLOT_SIZE, -1, np.int64)
     slot[KE.SLOT_CONTEXT] = len(lookups)
     lookups.append(_grid_lookup(context, KA.KIND_CONTEXT, "context_attention"))

@@ -43,6 +43,7 @@ class Deployment:
     mode: str = "SILICON"
     nextn: int = 0
     quant_modes: tuple[str, str, str, str] = ("", "", "", "")  # gemm / moe / kvcache / fmha
+    transfers: tuple[str, ...] = ()  # EMPIRICAL: the transfer kinds it may borrow util with
 
     def where(self, model_id: str) -> str:
         return (

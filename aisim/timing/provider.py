@@ -55,6 +55,7 @@ def deployment_of(spec) -> Deployment:
             mode=mode,
             nextn=spec.nextn,
             quant_modes=spec.quant_modes,
+            transfers=spec.transfers if mode == "EMPIRICAL" else (),
         )
     return Deployment(
         spec.backend,
@@ -126,7 +127,14 @@ def plan_for(spec, where: str):
         raise EmptyTableError(
             f"{where}.timing: the {deployment.backend} {deployment.version} tables of {hardware}"
             " hold no GEMM rows"
-            + (" of their own (enable_shared_layer: false); set it true" if primary_only else "")
+            + (
+                " of their own, which database_mode EMPIRICAL estimates from; use SILICON or "
+                "a backend_version with its own tables"
+                if deployment.mode == "EMPIRICAL"
+                else " of their own (enable_shared_layer: false); set it true"
+                if primary_only
+                else ""
+            )
         )
     try:
         plan = build_plan(model, tables, system, deployment)

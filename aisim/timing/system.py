@@ -24,7 +24,7 @@ DTYPE_BYTES = {
     "w4a16_mxfp4": 0.5,  # MXFP4 weights with bf16 activations (gpt-oss experts)
 }
 # the system's tensor-core FLOP/s key, per table dtype name
-_DTYPE_FLOPS_KEY = {
+DTYPE_FLOPS_KEY = {
     "bfloat16": "bfloat16_tc_flops",
     "float16": "bfloat16_tc_flops",
     "fp8": "fp8_tc_flops",
@@ -89,9 +89,9 @@ class GpuSystem:
     def tensor_flops(self, dtype: str) -> float:
         """Tensor-core FLOP/s of a table dtype; OpTableError when the GPU has no tensor-core
         rate for it (fp8 on an A100: AISimulate refuses such a run too)."""
-        key = _DTYPE_FLOPS_KEY[dtype]
+        key = DTYPE_FLOPS_KEY[dtype]
         if key not in self.flops:
-            rated = sorted(d for d, k in _DTYPE_FLOPS_KEY.items() if k in self.flops)
+            rated = sorted(d for d, k in DTYPE_FLOPS_KEY.items() if k in self.flops)
             raise UnratedDtypeError(
                 f"{self.hardware or 'this GPU'} has no {dtype} tensor-core compute (it rates "
                 f"{', '.join(rated)}), so the {dtype} GEMMs / attention of this deployment "
