@@ -117,3 +117,8 @@ FP8_BLOCK_MODELS = (*MLA_MODELS, "MiniMaxAI/MiniMax-M2.5")
 """Block-fp8 checkpoints: only the GPUs whose tables hold fp8_block GEMMs."""
 VLLM_ONLY_MODELS = ("moonshotai/Kimi-K2.5",)
 """Models priced on vLLM only, drawn with backend vllm (TRT-LLM has no int4 expert rows)."""
+
+
+def empirical_family(model: str) -> bool:
+    """Dense and GQA MoE models without sliding windows (not Llama-4: its chunked layers)."""
+    return model not in MLA_MODELS and not any(m in model for m in ("gpt-oss", "Llama-4"))

@@ -26,12 +26,13 @@ from difftest_models import (
     MODEL_SPACE_SPLITS,
     MODEL_SPACES,
     VLLM_ONLY_MODELS,
+    empirical_family,
 )
 
 from aisim.config.registry import BACKEND_VERSION_SLOTS, current_version
 
-SPACE_VERSION = "10"
-"""Bump when the sampler changes, so a resumed folder is not mixed (10: EMPIRICAL drawn)."""
+SPACE_VERSION = "11"
+"""Bump when the sampler changes, so a resumed folder is not mixed (11: EMPIRICAL drawn)."""
 
 DENSE = {"Qwen/Qwen3-0.6B": 16, "Qwen/Qwen3-8B": 32, "Qwen/Qwen3-32B": 64}
 """Dense models shipped in data/models, with their attention heads (tensor must divide them)."""
@@ -185,8 +186,7 @@ def space_version(space: str = "default") -> str:
 
 
 def sample_case(seed: int, index: int, space: str = "default") -> Case:
-    """The index-th case of the run seeded ``seed`` (independent of every other index);
-    `space` names the model set (MODEL_SPACES), the rest of the space is shared."""
+    """Case `index` of run `seed` (independent of other indices) in model set `space`."""
     d = _Draw(random.Random(f"difftest:{space_version(space)}:{seed}:{index}"))
     tags: list[str] = []
     mode = d.pick({"aggregated": 0.65, "disaggregated": 0.35})
@@ -233,7 +233,7 @@ def sample_case(seed: int, index: int, space: str = "default") -> Case:
         elif d.chance(0.1):  # silicon wherever the tables answer; else refused by aisim
             engine["database_mode"] = "HYBRID"
             tags.append("db:HYBRID")
-        elif d.chance(0.25 if not moe else 0.0):  # MoE under EMPIRICAL: not claimed
+        elif d.chance(0.25 if empirical_family(model) else 0.0):
             engine["database_mode"] = "EMPIRICAL"
             tags.append("db:EMPIRICAL")
             if d.chance(0.2):

@@ -3,7 +3,8 @@
 A curve (`Curve`) is sorted x (message elements) with latency y (ms) and leaf energy en (W*ms,
 0 where the table has no power), read by optime_interp.curve_le. The custom allreduce carries
 its table's energy; NCCL tables have no power (AISimulate reports the MoE dispatch / combine
-without energy evidence), so `moe_dispatch_ms` returns latency only.
+without energy evidence), so `moe_dispatch_ms` returns latency only; in the EMPIRICAL mode
+`moe_dispatch_empirical_ms` prices each collective as SOL / util.
 
 Mirrors: AISimulate 0.13 perf_interp v2 1-D curve (custom allreduce, NCCL).
 """
@@ -13,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from aisim.kernels._jit import helper, kernel
+from aisim.kernels.optime_empirical import SLOT_ALLREDUCE, util_at
 from aisim.kernels.optime_interp import curve_le
 
 
@@ -64,4 +66,30 @@ def moe_dispatch_ms(elements, attention_dp, allreduce, nccl, num_gpus, link_bw, 
         ms += allreduce_le(elements / attention_dp, allreduce, num_gpus, 2.0, link_bw)[0]
     if attention_dp > 1.0:
         ms += allreduce_le(elements, nccl, num_gpus, 2.0, link_bw)[0]
+    return ms
+
+
+@helper
+def nccl_sol_ms(elements, num_gpus, elem_bytes, link_bw):
+    """All-gather / reduce-scatter roofline, ms: bytes (n - 1) / n / the group's link."""
+    if num_gpus <= 1:
+        return 0.0
+    return elem_bytes * elements * (num_gpus - 1.0) / num_gpus / link_bw * 1000.0
+
+
+@helper
+def moe_dispatch_empirical_ms(
+    elements, attention_dp, grids, nccl_slot, num_gpus, link_bw, dispatch_bw, with_allreduce
+):
+    """`moe_dispatch_ms` in the EMPIRICAL mode: each collective at SOL / util, the allreduce
+    from the attention-TP group's lookup (the MoE group when attention is not data-parallel),
+    the NCCL collective from lookup `nccl_slot` at the MoE group's link `dispatch_bw`."""
+    ms = 0.0
+    if with_allreduce:
+        e = elements / attention_dp
+        util = util_at(grids, grids.slot[SLOT_ALLREDUCE], e, 1.0, 1.0)
+        ms += allreduce_sol_ms(e, num_gpus, 2.0, link_bw) / util
+    if attention_dp > 1.0 and num_gpus > 1.0:
+        util = util_at(grids, grids.slot[nccl_slot], elements, 1.0, 1.0)
+        ms += nccl_sol_ms(elements, num_gpus, 2.0, dispatch_bw) / util
     return ms

@@ -9,8 +9,8 @@ averaged with weights 1 / distance. Ties in distance keep the earlier sample.
 
 A plan's lookup `e` owns the sample rows [off[e], off[e + 1]) of `coord` / `util`, normalised
 at plan time (aisim.timing.leaf_empirical). Unused axes are 0 in both the samples and the
-query, so one 3-axis routine serves the 1-axis (allreduce message size) and 3-axis (GEMM m, n,
-k; attention heads and two lengths) families.
+query, so one 3-axis routine serves the 1-axis (allreduce message size, expert tokens) and
+3-axis (GEMM m, n, k; attention heads and two lengths) families.
 
 Mirrors: AISimulate 0.13 util_empirical (k = 2 inverse-distance neighbours, p = 1).
 """
@@ -40,7 +40,11 @@ class UtilGrids(NamedTuple):
 SLOT_CONTEXT = 0  # context attention (heads, full length, batch)
 SLOT_GENERATION = 1  # generation attention (heads, batch, kv length)
 SLOT_ALLREDUCE = 2  # custom allreduce (message elements)
-SLOT_SIZE = 4
+SLOT_MOE = 3  # routed experts (global tokens)
+SLOT_MOE_LL = 4  # routed experts, TRT-LLM's min-latency kernel (global tokens)
+SLOT_ALL_GATHER = 5  # NCCL MoE dispatch (message elements)
+SLOT_REDUCE_SCATTER = 6  # NCCL MoE combine (message elements)
+SLOT_SIZE = 7
 
 
 @helper

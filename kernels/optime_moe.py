@@ -6,7 +6,8 @@ where the table has no power), read by optime_interp.curve_le (exact or raw line
 utilisation hold on the nearest boundary point outside). A second curve (ll_*) holds TRT-LLM's
 min-latency kernel rows, read instead up to par[MOE_LL_TOKENS] global tokens.
 
-`par` (float64[MOE_PAR_SIZE]) holds the slice's SOL constants (MOE_* below).
+`par` (float64[MOE_PAR_SIZE]) holds the slice's SOL constants (MOE_* below). In the EMPIRICAL
+mode `moe_empirical_ms` prices the layer as SOL / util from the same curves' samples.
 
 Mirrors: AISimulate 0.13 perf_interp v2 1-D curve for the MoE op.
 """
@@ -16,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from aisim.kernels._jit import helper, kernel
+from aisim.kernels.optime_empirical import SLOT_MOE, SLOT_MOE_LL, util_at
 from aisim.kernels.optime_interp import curve_le
 
 MOE_TOPK = 0
@@ -49,26 +51,25 @@ class MoeCurve(NamedTuple):
 def moe_sol_ms(tokens, par):
     """Roofline of the routed experts at `tokens` global tokens, ms.
 
-    FLOPs = tokens topk h I g 2 / ep / moe_tp; bytes = bpe (tokens topk / ep h 2
-    + tokens topk / ep I g / moe_tp + h I g / moe_tp min(E / ep, tokens topk / ep)),
-    g = GEMMs per expert.
+    With T = tokens topk and g GEMMs per expert: FLOPs = T h I g 2 // ep // moe_tp; bytes =
+    bpe (T // ep h 2 + T // ep I g // moe_tp + h I g // moe_tp min(E // ep, T // ep)), every
+    division an integer floor as in AISimulate (a decode pass of fewer routed tokens than
+    ranks has a zero roofline).
     """
-    topk = par[MOE_TOPK]
-    h = par[MOE_HIDDEN]
-    inter = par[MOE_INTER]
-    ep = par[MOE_EP]
-    mtp = par[MOE_TP]
-    g = par[MOE_GATED]
-    routed = tokens * topk / ep
-    flops = tokens * topk * h * inter * g * 2.0 / ep / mtp
-    experts = par[MOE_EXPERTS] / ep
-    touched = experts if experts < routed else routed
-    nbytes = par[MOE_BPE] * (
-        routed * h * 2.0 + routed * inter * g / mtp + h * inter * g / mtp * touched
-    )
-    compute = flops / par[MOE_FLOPS]
-    memory = nbytes / par[MOE_MEM_BW]
-    return (compute if compute > memory else memory) * 1000.0
+    t = np.int64(round(tokens)) * np.int64(par[MOE_TOPK])
+    h = np.int64(par[MOE_HIDDEN])
+    inter = np.int64(par[MOE_INTER])
+    ep = max(np.int64(par[MOE_EP]), np.int64(1))
+    mtp = max(np.int64(par[MOE_TP]), np.int64(1))
+    g = np.int64(par[MOE_GATED])
+    experts = np.int64(par[MOE_EXPERTS])
+    ops = t * h * inter * g * 2 // ep // mtp
+    routed = t // ep
+    touched = min(experts // ep, routed)
+    nbytes = routed * h * 2 + routed * inter * g // mtp + h * inter * g // mtp * touched
+    compute = float(ops) / par[MOE_FLOPS] * 1000.0
+    memory = float(nbytes) * par[MOE_BPE] / par[MOE_MEM_BW] * 1000.0
+    return compute if compute > memory else memory
 
 
 @kernel
@@ -91,3 +92,15 @@ def moe_le(local_tokens, moe):
         moe_sol_ms(x[0], par),
         moe_sol_ms(x[x.shape[0] - 1], par),
     )
+
+
+@kernel
+def moe_empirical_ms(local_tokens, moe, grids):
+    """Latency (ms) of one MoE layer in the EMPIRICAL mode: SOL / util at the global token
+    count, util from the min-latency kernel's samples where that curve would serve."""
+    par = moe.par
+    tokens = local_tokens * par[MOE_DP]
+    e = grids.slot[SLOT_MOE]
+    if tokens <= par[MOE_LL_TOKENS] and grids.slot[SLOT_MOE_LL] >= 0:
+        e = grids.slot[SLOT_MOE_LL]
+    return moe_sol_ms(tokens, par) / util_at(grids, e, tokens, 1.0, 1.0)

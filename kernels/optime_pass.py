@@ -40,16 +40,24 @@ from aisim.kernels.optime_attention import (
     generation_5sample_le,
     grid_le,
 )
-from aisim.kernels.optime_comm import Curve, allreduce_le, allreduce_sol_ms, moe_dispatch_ms
+from aisim.kernels.optime_comm import (
+    Curve,
+    allreduce_le,
+    allreduce_sol_ms,
+    moe_dispatch_empirical_ms,
+    moe_dispatch_ms,
+)
 from aisim.kernels.optime_empirical import (
+    SLOT_ALL_GATHER,
     SLOT_ALLREDUCE,
     SLOT_CONTEXT,
     SLOT_GENERATION,
+    SLOT_REDUCE_SCATTER,
     UtilGrids,
     util_at,
 )
 from aisim.kernels.optime_gemm import GemmSites, gemm_le, gemm_op_sol_ms
-from aisim.kernels.optime_moe import MOE_DP, MoeCurve, moe_le
+from aisim.kernels.optime_moe import MOE_DP, MoeCurve, moe_empirical_ms, moe_le
 
 # op kinds
 OP_MEM_TOKENS = 0  # memory op, bytes = tokens x param
@@ -76,7 +84,7 @@ OP_DSA_GENERATION_SKIP = 17
 
 MODE_SILICON = 0
 MODE_SOL = 1
-MODE_EMPIRICAL = 2  # GEMM, attention and allreduce at SOL / util (optime_empirical)
+MODE_EMPIRICAL = 2  # GEMM, attention, allreduce and experts at SOL / util (optime_empirical)
 
 
 class PassScalars(NamedTuple):
@@ -105,6 +113,7 @@ class PassScalars(NamedTuple):
     gen_extra_ms: float
     gen_extra_sol_ms: float
     dispatch_gpus: float  # MoE dispatch group (moe_tensor x moe_expert)
+    dispatch_bw: float  # its per-GPU link, bytes/s (the EMPIRICAL NCCL roofline)
     dispatch_allreduce: bool  # the MoE dispatch also allreduces over the attention-TP group
     overlap_a_lo: int  # OP_OVERLAP: routed branch [a_lo, b_lo), shared [b_lo, b_hi)
     overlap_b_lo: int
@@ -232,10 +241,24 @@ def _leaf_le(plan, i, tokens, requests, batch, seq, prefix):
             return nbytes / s.inter_bw * 1000.0, 0.0
         return (nbytes / s.inter_bw + s.p2p_latency_s) * 1000.0, 0.0
     # the MoE / DeepSeek ops are priced from their tables in either mode (MoE plans are
-    # SILICON only); a SOL plan still reports no energy
+    # SILICON or EMPIRICAL; EMPIRICAL estimates the routed experts only); a SOL plan still
+    # reports no energy
     if kind == OP_MOE:
+        if s.mode == MODE_EMPIRICAL:
+            return moe_empirical_ms(tokens, plan.moe, plan.empirical), 0.0
         lat, e = moe_le(tokens, plan.moe)
     elif OP_NCCL_ALL_GATHER <= kind <= OP_NCCL_REDUCE_SCATTER:  # consecutive codes
+        if s.mode == MODE_EMPIRICAL:
+            return moe_dispatch_empirical_ms(
+                tokens * plan.ops.param[i],
+                plan.moe.par[MOE_DP],
+                plan.empirical,
+                SLOT_ALL_GATHER if kind == OP_NCCL_ALL_GATHER else SLOT_REDUCE_SCATTER,
+                s.dispatch_gpus,
+                s.link_bw,
+                s.dispatch_bw,
+                s.dispatch_allreduce,
+            ), 0.0
         nccl = plan.all_gather if kind == OP_NCCL_ALL_GATHER else plan.reduce_scatter
         lat = moe_dispatch_ms(
             tokens * plan.ops.param[i],

@@ -12,6 +12,7 @@ import pytest
 from aisim.errors import AisimError
 from aisim.estimate import estimate
 from aisim.kernels import optime_empirical as KE
+from aisim.kernels import optime_moe as KM
 from aisim.timing.leaf_empirical import _record, _samples
 from aisim.timing.tables import load_tables
 from tests.reference import util_empirical as ref
@@ -30,7 +31,7 @@ engine:
   {extra}
   workers:
     aggregated:
-      parallelism: {{tensor: {tensor}}}
+      parallelism: {parallelism}
       scheduler: {{max_batched_tokens: 8192, max_sequences: 256}}
       kv_cache: {{block_size: 64, prefix_caching: true, capacity: {{type: fixed, blocks: 16384}}}}
       timing: {{type: default}}
@@ -42,7 +43,7 @@ def _config(tmp_path: Path, **kw) -> str:
         "model": "Qwen/Qwen3-32B",
         "hardware": "b200_sxm",
         "backend": "vllm",
-        "tensor": 4,
+        "parallelism": "{tensor: 4}",
         "extra": "",
     } | kw
     path = tmp_path / "cfg.yaml"
@@ -64,6 +65,46 @@ ORACLE = {
     "rtx_pro vLLM TP4": (
         {"hardware": "rtx_pro_6000_server"},
         [128.03047977545856, 15.867812597650973],
+    ),
+    # enable_shared_layer: true by name: the samples are the merged tables SILICON reads
+    "b200 vLLM TP4 shared layer": (
+        {"extra": "enable_shared_layer: true"},
+        [23.31864815350015, 7.427746049718314],
+    ),
+    # vLLM 0.31.0 has no GEMM rows of its own on b200: priced from the shared layer only
+    "b200 vLLM 0.31.0 TP4 shared layer": (
+        {"extra": 'enable_shared_layer: true\n  backend_version: "0.31.0"'},
+        [23.261907677418947, 7.419177578831315],
+    ),
+    # MoE: the routed experts at SOL / util, the dispatch's custom allreduce from the TP lookup
+    "b200 vLLM Qwen3-30B-A3B TP4 EP4": (
+        {"model": "Qwen/Qwen3-30B-A3B", "parallelism": "{tensor: 4, moe_expert: 4}"},
+        [10.912873040898493, 4.2563585582682855],
+    ),
+    "b200 TRT-LLM Qwen3-30B-A3B TP4 EP4": (
+        {
+            "model": "Qwen/Qwen3-30B-A3B",
+            "backend": "trtllm",
+            "parallelism": "{tensor: 4, moe_expert: 4}",
+        },
+        [12.609853731894926, 4.748966563231762],
+    ),
+    # NVFP4 experts: a decode of at most 128 tokens reads the min-latency kernel's samples
+    "b200 TRT-LLM Qwen3-235B-A22B-NVFP4 TP8 EP8": (
+        {
+            "model": "nvidia/Qwen3-235B-A22B-NVFP4",
+            "backend": "trtllm",
+            "parallelism": "{tensor: 8, moe_expert: 8}",
+        },
+        [31.622673532340205, 9.588883198692361],
+    ),
+    # attention-DP: the NCCL dispatch and combine at SOL / util over their own curves
+    "b200 vLLM Qwen3-30B-A3B DP4 EP4": (
+        {
+            "model": "Qwen/Qwen3-30B-A3B",
+            "parallelism": "{tensor: 1, attention_data: 4, moe_expert: 4}",
+        },
+        [18.75053640203744, 5.280823252131331],
     ),
 }
 
@@ -143,7 +184,14 @@ def test_gemm_lookups_keep_every_possible_neighbour(tmp_path: Path) -> None:
 
 
 REFUSED = {
-    "moe": ({"model": "Qwen/Qwen3-30B-A3B"}, "database_mode EMPIRICAL"),
+    "mla": ({"model": "deepseek-ai/DeepSeek-V3", "parallelism": "{tensor: 8}"}, "EMPIRICAL"),
+    "moe tp x dp": (
+        {
+            "model": "Qwen/Qwen3-30B-A3B",
+            "parallelism": "{tensor: 2, attention_data: 2, moe_expert: 4}",
+        },
+        "both tensor- and data-parallel",
+    ),
     "static fp8": (
         {"model": "nvidia/Llama-3.1-70B-Instruct-FP8"},
         "per-tensor static fp8 GEMMs",
@@ -161,3 +209,36 @@ def test_unestimated_deployments_are_refused(tmp_path: Path, case: str) -> None:
     with pytest.raises(AisimError) as err:
         _totals(_config(tmp_path, **kw))
     assert text in str(err.value) and "\n" not in str(err.value)
+
+
+def test_moe_roofline_floors_like_the_reference() -> None:
+    """Integer floors in every division: a decode of fewer routed tokens than expert ranks
+    reads no activations and no weights."""
+    rng = random.Random(7)
+    for _ in range(400):
+        case = dict(
+            tokens=rng.choice([1, 2, 3, 5, 7, 63, 129, 1000, 16385, 70001]),
+            topk=rng.choice([1, 2, 8]),
+            hidden=rng.choice([2048, 4096, 7168]),
+            inter=rng.choice([768, 1536, 14336]),
+            experts=rng.choice([8, 128, 256]),
+            moe_tp=rng.choice([1, 2, 4]),
+            moe_ep=rng.choice([1, 3, 8, 16]),
+            gemms=rng.choice([2, 3]),
+            bytes_per_elem=rng.choice([2.0, 1.0, 0.5625]),
+            flops=2.25e15,
+            mem_bw=8e12,
+        )
+        par = np.zeros(KM.MOE_PAR_SIZE)
+        par[KM.MOE_TOPK] = case["topk"]
+        par[KM.MOE_HIDDEN] = case["hidden"]
+        par[KM.MOE_INTER] = case["inter"]
+        par[KM.MOE_EXPERTS] = case["experts"]
+        par[KM.MOE_TP] = case["moe_tp"]
+        par[KM.MOE_EP] = case["moe_ep"]
+        par[KM.MOE_GATED] = case["gemms"]
+        par[KM.MOE_BPE] = case["bytes_per_elem"]
+        par[KM.MOE_FLOPS] = case["flops"]
+        par[KM.MOE_MEM_BW] = case["mem_bw"]
+        got = KM.moe_sol_ms(float(case["tokens"]), par)
+        assert got == pytest.approx(ref.moe_sol_ms(**case), rel=1e-15), case

@@ -76,7 +76,8 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
     when it runs (pipeline > 1) and `silicon` as the zero-latency placeholder of pipeline 1
     (both pinned against AISimulate). A SOL-mode plan tags every op `sol` but those two
     placeholders: the pipeline-1 p2p stays `silicon` and the TP-1 allreduce `empirical`. An
-    EMPIRICAL plan tags every op `empirical` but the pipeline-1 p2p (`silicon`)."""
+    EMPIRICAL plan tags every op `empirical` but the MoE dispatch and the pipeline-1 p2p
+    (`silicon`)."""
     a = plan.arrays
     scalars = scalars_of(a)
     sol = scalars.mode == KP.MODE_SOL
@@ -89,8 +90,10 @@ def op_sources(plan: PassPlan) -> tuple[str, ...]:
     for i, (kind, scale) in enumerate(zip(kinds[:n], a.ops.scale.tolist()[:n], strict=True)):
         if kind == KP.OP_SUM and _banded(kinds[index[i] : index[i] + int(params[i])]):
             kind = kinds[index[i]]  # full and sliding-window layers: tagged as attention
-        if scalars.mode == KP.MODE_EMPIRICAL:  # every op estimated; the placeholder p2p stays
-            out.append("silicon" if kind == KP.OP_P2P and scale == 0 else "empirical")
+        if scalars.mode == KP.MODE_EMPIRICAL:  # every op estimated but the MoE dispatch; the
+            # placeholder p2p stays silicon too
+            dispatch = kind in (KP.OP_NCCL_ALL_GATHER, KP.OP_NCCL_REDUCE_SCATTER)
+            out.append("silicon" if dispatch or (kind == KP.OP_P2P and scale == 0) else "empirical")
         elif sol:
             if kind == KP.OP_P2P and scale == 0:
                 out.append("silicon")

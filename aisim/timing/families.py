@@ -103,7 +103,7 @@ def build_plan(
             kv_cache_dtype=kv_dtype,
             fmha_dtype=fmha,
         )
-    deployment.check_moe_mode()
+    deployment.check_moe_mode(empirical=model.kv_lora_rank == 0 and model.model_type != LLAMA4)
     if model.kv_lora_rank == 0:
         build = build_llama4_plan if model.model_type == LLAMA4 else build_qwen3_moe_plan
         return build(

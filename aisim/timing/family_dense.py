@@ -9,12 +9,12 @@ the layers scaled by L + nextn for the MTP head).
 
 from __future__ import annotations
 
-from aisim.errors import NotAvailableError, OpTableError
+from aisim.errors import OpTableError
 from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
 from aisim.timing.leaf_attention import gqa_attention
 from aisim.timing.leaf_comm import absent_curve, allreduce_curve
-from aisim.timing.leaf_empirical import empirical_grids
+from aisim.timing.leaf_empirical import borrowing_refusal, empirical_leaves
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites, quantized_gemm
 from aisim.timing.plan_record import Deployment, OpRow, PassPlan, allreduce_scalars, assemble
 from aisim.timing.system import GpuSystem
@@ -68,11 +68,6 @@ def build_dense_plan(
         GemmOp("logits_gemm", model.vocab_size // t, h, "bfloat16"),  # lm_head is always bf16
     ]
     empirical = deployment.mode == "EMPIRICAL"
-    if empirical and any(op.scales for op in gemm_ops):
-        raise NotAvailableError(
-            "database_mode EMPIRICAL: per-tensor static fp8 GEMMs (their compute-scale and "
-            "scale-matrix deltas) are not estimated yet; use database_mode: SILICON"
-        )
     gemm = gemm_sites(gemm_ops, tables if silicon else None, system)
     try:
         attention = gqa_attention(
@@ -87,33 +82,9 @@ def build_dense_plan(
             fmha_dtype=fmha_dtype,
         )
     except OpTableError as exc:
-        if empirical and "xshape" in deployment.transfers:
-            raise NotAvailableError(
-                f"database_mode EMPIRICAL: {exc}; AISimulate would borrow another head size's "
-                "utilisation (xshape), which is not built yet; use database_mode: SILICON"
-            ) from None
-        raise
+        raise borrowing_refusal(exc, ("xshape",), deployment) from None
     allreduce = allreduce_curve(tables, t, system) if silicon and t > 1 else absent_curve()
-    leaves = {}
-    if empirical:
-        if model.banded_layers:
-            raise NotAvailableError(
-                "database_mode EMPIRICAL: sliding-window layers are not estimated yet; use "
-                "database_mode: SILICON"
-            )
-        # the allreduce samples are the group's curve capped at one node
-        node = system.gpus_per_node or t
-        leaves["empirical"] = empirical_grids(
-            tables,
-            system,
-            gemm[0],
-            [op.dtype for op in gemm_ops],
-            attention.context,
-            attention.generation,
-            allreduce_curve(tables, min(t, node)) if t > 1 else None,
-            min(t, node),
-            deployment.transfers,
-        )
+    leaves = empirical_leaves(model, tables, system, deployment, gemm[0], gemm_ops, attention)
 
     rows = []
     for phase in ("context", "generation"):

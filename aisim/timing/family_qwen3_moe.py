@@ -4,18 +4,21 @@ The attention block is the dense family's (same leaf builder: GQA slices, qk-nor
 the model has them); the FFN becomes router GEMM, dispatch, routed experts at global tokens =
 local x attention-DP, and combine. The embedding's
 allreduce over the attention-TP group is listed (0 at TP 1), and the lm_head is priced in
-decode only (AISimulate's MoE family has no context lm_head).
+decode only (AISimulate's MoE family has no context lm_head). In the EMPIRICAL mode the plan
+also carries the util samples (aisim.timing.leaf_empirical).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from aisim.errors import OpTableError
 from aisim.kernels import optime_pass as KP
 from aisim.kernels.optime_moe import MoeCurve
 from aisim.models import ModelArch
 from aisim.timing.leaf_attention import GqaAttention, banded_leaves, gqa_attention
 from aisim.timing.leaf_dispatch import DispatchCurves, dispatch_curves, gather_scale
+from aisim.timing.leaf_empirical import borrowing_refusal, empirical_leaves
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites, quantized_gemm
 from aisim.timing.leaf_moe import moe_curve
 from aisim.timing.plan_record import (
@@ -56,28 +59,34 @@ def gqa_moe_leaves(
     where = deployment.where(model.model_id)
     num_gpus = deployment.moe_group_gpus(where)
     t, adp = int(deployment.tensor), int(deployment.attention_dp)
-    attention = gqa_attention(
-        model,
-        tables,
-        system,
-        backend=deployment.backend,
-        version=deployment.version,
-        tensor_parallel=t,
-        silicon=True,
-        kv_cache_dtype=kv_cache_dtype,
-        fmha_dtype=fmha_dtype,
-    )
-    moe = moe_curve(
-        tables,
-        model,
-        dtype=moe_dtype,
-        distribution=distribution,
-        moe_tp=deployment.moe_tensor,
-        moe_ep=deployment.moe_expert,
-        attention_dp=adp,
-        system=system,
-        where=where,
-    )
+    try:
+        attention = gqa_attention(
+            model,
+            tables,
+            system,
+            backend=deployment.backend,
+            version=deployment.version,
+            tensor_parallel=t,
+            silicon=True,
+            kv_cache_dtype=kv_cache_dtype,
+            fmha_dtype=fmha_dtype,
+        )
+    except OpTableError as exc:
+        raise borrowing_refusal(exc, ("xshape",), deployment) from None
+    try:
+        moe = moe_curve(
+            tables,
+            model,
+            dtype=moe_dtype,
+            distribution=distribution,
+            moe_tp=deployment.moe_tensor,
+            moe_ep=deployment.moe_expert,
+            attention_dp=adp,
+            system=system,
+            where=where,
+        )
+    except OpTableError as exc:
+        raise borrowing_refusal(exc, ("xshape", "xquant", "xprofile"), deployment) from None
     comm = dispatch_curves(tables, deployment.backend, t, adp, num_gpus, where, system)
     gather = gather_scale(deployment.backend, moe_dtype, adp, system)
     return GqaMoeLeaves(attention, moe, comm, gather, num_gpus)
@@ -121,10 +130,24 @@ def assemble_gqa_moe(
 ) -> PassPlan:
     """The plan of `rows` (hidden rows last) over the GQA MoE leaves."""
     attention, comm = leaves.attention, leaves.comm
+    # EMPIRICAL reads no silicon GEMM rows (a dtype without its own rows is borrowed)
+    gemm = gemm_sites(gemm_ops, tables if deployment.mode != "EMPIRICAL" else None, system)
+    empirical = empirical_leaves(
+        model,
+        tables,
+        system,
+        deployment,
+        gemm[0],
+        gemm_ops,
+        attention,
+        leaves.moe,
+        leaves.num_gpus,
+    )
     scalars = {
         **allreduce_scalars(system, int(deployment.tensor)),
         **attention.scalars,
         "dispatch_gpus": leaves.num_gpus,
+        "dispatch_bw": system.group_bw(leaves.num_gpus),
         "dispatch_allreduce": comm.with_allreduce,
     }
     return assemble(
@@ -133,7 +156,7 @@ def assemble_gqa_moe(
         system,
         rows,
         gemm_ops,
-        gemm_sites(gemm_ops, tables, system),
+        gemm,
         scalars,
         context_attention=attention.context,
         generation_attention=attention.generation,
@@ -142,6 +165,7 @@ def assemble_gqa_moe(
         all_gather=comm.all_gather,
         reduce_scatter=comm.reduce_scatter,
         moe=leaves.moe,
+        **empirical,
     )
 
 
@@ -156,7 +180,7 @@ def build_qwen3_moe_plan(
     kv_cache_dtype: str = "bfloat16",
     fmha_dtype: str = "bfloat16",
 ) -> PassPlan:
-    deployment.check_moe_mode()
+    deployment.check_moe_mode(empirical=True)
     t = int(deployment.tensor)
     adp = int(deployment.attention_dp)
     h = model.hidden_size

@@ -1,16 +1,17 @@
 """Leaf builder: the EMPIRICAL database mode's util samples (docs/timing.md 4.9).
 
-`empirical_grids` turns a dense plan's leaves into the `UtilGrids` record that
-aisim.kernels.optime_empirical reads. Samples come from the requested version's own rows
-(no shared layer): every GEMM row of the op's dtype (one grid over m, n, k for all GEMM ops,
-latencies SOL-clamped as loaded),
-the attention slices the SILICON plan would read (their rows at every head count; generation
-latencies SOL-clamped as loaded), and the custom-allreduce curve of the group, capped at one
-node (the query's SOL still runs on the whole group's link). A GEMM dtype without rows of its
-own borrows those of the first same-profile dtype (same bytes and tensor-core rate: fp8_block
-reads fp8) where the transfer policy allows `xquant`; any other slice with no samples is
-refused as the table miss it is (AISimulate's cross-profile and cross-head-size transfers are
-not built).
+`empirical_leaves` refuses what the mode does not estimate yet and `empirical_grids` turns a
+dense or GQA MoE plan's leaves into the `UtilGrids` record that aisim.kernels.optime_empirical
+reads. Samples come from the requested version's own rows (no shared layer): every GEMM row of
+the op's dtype (one grid over m, n, k for all GEMM ops, latencies SOL-clamped as loaded), the
+attention slices the SILICON plan would read (their rows at every head count; generation
+latencies SOL-clamped as loaded), the custom-allreduce curve of the group, capped at one node
+(the query's SOL still runs on the whole group's link), the routed experts' curves and, under
+attention-DP, the NCCL dispatch / combine curves capped at the largest measured group. A
+GEMM dtype without rows of its own borrows those of the first same-profile dtype (same bytes
+and tensor-core rate: fp8_block reads fp8) where the transfer policy allows `xquant`; any
+other slice with no samples is refused as the table miss it is (AISimulate's cross-profile
+and cross-shape transfers are not built).
 
 Each GEMM op keeps only the samples that can be one of its two nearest: its n and k are fixed,
 so among samples of one m only the two closest in (n, k) can be (ties kept).
@@ -26,9 +27,13 @@ from aisim.errors import NotAvailableError, OpTableError
 from aisim.kernels import optime_attention as KA
 from aisim.kernels import optime_comm as KC
 from aisim.kernels import optime_empirical as KE
+from aisim.kernels import optime_moe as KM
 from aisim.kernels.optime_attention import GridSlice
 from aisim.kernels.optime_comm import Curve
 from aisim.kernels.optime_gemm import GemmSites, gemm_sol_ms
+from aisim.kernels.optime_moe import MoeCurve
+from aisim.timing.leaf_comm import allreduce_curve, nccl_curve
+from aisim.timing.multinode import measured_groups
 from aisim.timing.system import DTYPE_BYTES, DTYPE_FLOPS_KEY, GpuSystem
 from aisim.timing.tables import Tables, ordered_rows
 
@@ -190,6 +195,13 @@ def _allreduce_lookup(curve: Curve, gpus: int, link_bw: float) -> _Lookup:
     return _samples(coords, curve.y.tolist(), sol)
 
 
+def _moe_lookup(x: np.ndarray, y: np.ndarray, par: np.ndarray) -> _Lookup:
+    def sol(c):
+        return KM.moe_sol_ms.py_func(c[0], par)
+
+    return _samples([(float(v),) for v in x], y.tolist(), sol)
+
+
 def empirical_grids(
     tables: Tables,
     system: GpuSystem,
@@ -200,9 +212,13 @@ def empirical_grids(
     allreduce: Curve | None,
     allreduce_gpus: int,
     transfers: tuple[str, ...],
+    moe: MoeCurve | None = None,
+    nccl: tuple = (),
 ) -> KE.UtilGrids:
-    """The record for GEMM ops 0..n-1, the two attention slices and the allreduce curve read
-    at `allreduce_gpus` (None: no allreduce); `transfers`: the kinds of borrowing allowed."""
+    """The record for GEMM ops 0..n-1, the two attention slices, the allreduce curve read
+    at `allreduce_gpus` (None: no allreduce) and the routed experts' curves (None: a dense
+    model) and the NCCL dispatch / combine lookups (`nccl`, () without attention-DP);
+    `transfers`: the kinds of borrowing allowed."""
     lookups = _gemm_lookups(tables, system, gemm, gemm_dtypes, transfers)
     slot = np.full(KE.SLOT_SIZE, -1, np.int64)
     slot[KE.SLOT_CONTEXT] = len(lookups)
@@ -214,7 +230,101 @@ def empirical_grids(
         lookups.append(
             _allreduce_lookup(allreduce, allreduce_gpus, system.group_bw(allreduce_gpus))
         )
+    if moe is not None:
+        slot[KE.SLOT_MOE] = len(lookups)
+        lookups.append(_moe_lookup(moe.x, moe.y, moe.par))
+        if moe.par[KM.MOE_LL_TOKENS] >= 0.0:
+            slot[KE.SLOT_MOE_LL] = len(lookups)
+            lookups.append(_moe_lookup(moe.ll_x, moe.ll_y, moe.par))
+    for name, lookup in zip((KE.SLOT_ALL_GATHER, KE.SLOT_REDUCE_SCATTER), nccl, strict=False):
+        slot[name] = len(lookups)
+        lookups.append(lookup)
     return _record(lookups, slot)
+
+
+def empirical_leaves(
+    model,
+    tables: Tables,
+    system: GpuSystem,
+    deployment,
+    gemm: GemmSites,
+    gemm_ops: list,
+    attention,
+    moe: MoeCurve | None = None,
+    moe_group: int = 1,
+) -> dict:
+    """The plan's `empirical` leaf ({} outside the EMPIRICAL mode), after refusing what it does
+    not estimate yet: sliding-window layers, static fp8 GEMMs and the MoE dispatch of
+    attention both tensor- and data-parallel (`moe`, `moe_group`: the routed experts' curves
+    and their group of GPUs, for MoE models)."""
+    if deployment.mode != "EMPIRICAL":
+        return {}
+    if model.banded_layers:
+        raise NotAvailableError(
+            "database_mode EMPIRICAL: sliding-window layers are not estimated yet; use "
+            "database_mode: SILICON"
+        )
+    if any(op.scales for op in gemm_ops):
+        raise NotAvailableError(
+            "database_mode EMPIRICAL: per-tensor static fp8 GEMMs (their compute-scale and "
+            "scale-matrix deltas) are not estimated yet; use database_mode: SILICON"
+        )
+    t, adp = int(deployment.tensor), int(deployment.attention_dp)
+    if moe is not None and t > 1 and adp > 1:
+        raise NotAvailableError(
+            "database_mode EMPIRICAL: the MoE dispatch of attention both tensor- and "
+            "data-parallel is not estimated yet; use attention_data 1 or tensor 1, or "
+            "database_mode: SILICON"
+        )
+    # the allreduce samples are the group's curve capped at one node
+    node = min(t, system.gpus_per_node or t)
+    grids = empirical_grids(
+        tables,
+        system,
+        gemm,
+        [op.dtype for op in gemm_ops],
+        attention.context,
+        attention.generation,
+        allreduce_curve(tables, node) if t > 1 else None,
+        node,
+        deployment.transfers,
+        moe,
+        _nccl_lookups(tables, system, moe_group) if moe is not None and adp > 1 else (),
+    )
+    return {"empirical": grids}
+
+
+def _nccl_lookups(tables: Tables, system: GpuSystem, num_gpus: int) -> tuple[_Lookup, _Lookup]:
+    """The all_gather and reduce_scatter lookups of a `num_gpus` group: the curve of the
+    largest measured group up to it (the query's SOL runs on the whole group's link)."""
+    out = []
+    for collective in ("all_gather", "reduce_scatter"):
+        groups = []
+        if "nccl" in tables:
+            c = ordered_rows(tables["nccl"])
+            mask = (c["op_name"] == collective) & (c["nccl_dtype"] == "half")
+            groups = measured_groups(c["num_gpus"], mask)
+        gpus = min(num_gpus, groups[-1]) if groups else num_gpus
+        curve = nccl_curve(tables, collective, gpus, "database_mode EMPIRICAL")
+        bw = system.group_bw(gpus)
+
+        def sol(c, gpus=gpus, bw=bw):
+            return KC.nccl_sol_ms.py_func(c[0], float(gpus), 2.0, bw)
+
+        out.append(_samples([(float(x),) for x in curve.x], curve.y.tolist(), sol))
+    return tuple(out)
+
+
+def borrowing_refusal(exc: OpTableError, kinds: tuple[str, ...], deployment) -> Exception:
+    """The error for a table miss: AISimulate's EMPIRICAL mode would borrow another slice's
+    utilisation where the transfer policy allows one of `kinds` (not built: refused)."""
+    allowed = [k for k in kinds if k in deployment.transfers]
+    if deployment.mode != "EMPIRICAL" or not allowed:
+        return exc
+    return NotAvailableError(
+        f"database_mode EMPIRICAL: {exc}; AISimulate would borrow another slice's utilisation "
+        f"({', '.join(allowed)}), which is not built yet; use database_mode: SILICON"
+    )
 
 
 def _record(lookups: list[_Lookup], slot: np.ndarray) -> KE.UtilGrids:

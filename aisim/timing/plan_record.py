@@ -62,12 +62,15 @@ class Deployment:
             )
         return self.moe_tensor * self.moe_expert
 
-    def check_moe_mode(self) -> None:
-        if self.mode != "SILICON":
-            raise NotAvailableError(
-                f"database_mode {self.mode}: MoE, MLA and DSA models are priced in SILICON mode "
-                "only so far; use database_mode: SILICON"
-            )
+    def check_moe_mode(self, empirical: bool = False) -> None:
+        """Refuse the modes a MoE family is not priced in (`empirical`: it has EMPIRICAL)."""
+        if self.mode == "SILICON" or (empirical and self.mode == "EMPIRICAL"):
+            return
+        raise NotAvailableError(
+            f"database_mode {self.mode}: MoE models are priced in SILICON mode, and in "
+            "EMPIRICAL for GQA-attention families without sliding windows (Qwen3 MoE, "
+            "Mixtral, MiniMax-M2); use database_mode: SILICON"
+        )
 
     def check_mode(self) -> None:
         if self.mode not in MODES:

@@ -43,3 +43,26 @@ def util(samples: list[tuple[tuple[float, ...], float]], sol, query: tuple[float
 def latency(samples, sol, query: tuple[float, ...]) -> float:
     """SOL(query) / util: the estimated latency, ms."""
     return sol(query) / util(samples, sol, query)
+
+
+def moe_sol_ms(
+    tokens: int,
+    topk: int,
+    hidden: int,
+    inter: int,
+    experts: int,
+    moe_tp: int,
+    moe_ep: int,
+    gemms: int,
+    bytes_per_elem: float,
+    flops: float,
+    mem_bw: float,
+) -> float:
+    """The routed experts' roofline with every division an integer floor (docs/timing.md 4.7),
+    in Python integers."""
+    routed_all = tokens * topk
+    ops = routed_all * hidden * inter * gemms * 2 // moe_ep // moe_tp
+    routed = routed_all // moe_ep
+    weights = hidden * inter * gemms // moe_tp * min(experts // moe_ep, routed)
+    nbytes = routed * hidden * 2 + routed * inter * gemms // moe_tp + weights
+    return max(ops / flops * 1000.0, nbytes * bytes_per_elem / mem_bw * 1000.0)
