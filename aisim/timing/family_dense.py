@@ -82,7 +82,7 @@ def build_dense_plan(
             fmha_dtype=fmha_dtype,
         )
     except OpTableError as exc:
-        raise borrowing_refusal(exc, ("xshape",), deployment) from None
+        raise borrowing_refusal(exc, ("xshape",), deployment, tables, "context_attention") from None
     allreduce = allreduce_curve(tables, t, system) if silicon and t > 1 else absent_curve()
     leaves = empirical_leaves(model, tables, system, deployment, gemm[0], gemm_ops, attention)
 

@@ -72,7 +72,7 @@ def gqa_moe_leaves(
             fmha_dtype=fmha_dtype,
         )
     except OpTableError as exc:
-        raise borrowing_refusal(exc, ("xshape",), deployment) from None
+        raise borrowing_refusal(exc, ("xshape",), deployment, tables, "context_attention") from None
     try:
         moe = moe_curve(
             tables,
@@ -86,7 +86,9 @@ def gqa_moe_leaves(
             where=where,
         )
     except OpTableError as exc:
-        raise borrowing_refusal(exc, ("xshape", "xquant", "xprofile"), deployment) from None
+        raise borrowing_refusal(
+            exc, ("xshape", "xquant", "xprofile"), deployment, tables, "moe"
+        ) from None
     comm = dispatch_curves(tables, deployment.backend, t, adp, num_gpus, where, system)
     gather = gather_scale(deployment.backend, moe_dtype, adp, system)
     return GqaMoeLeaves(attention, moe, comm, gather, num_gpus)

@@ -315,11 +315,15 @@ def _nccl_lookups(tables: Tables, system: GpuSystem, num_gpus: int) -> tuple[_Lo
     return tuple(out)
 
 
-def borrowing_refusal(exc: OpTableError, kinds: tuple[str, ...], deployment) -> Exception:
+def borrowing_refusal(
+    exc: OpTableError, kinds: tuple[str, ...], deployment, tables: Tables, family: str
+) -> Exception:
     """The error for a table miss: AISimulate's EMPIRICAL mode would borrow another slice's
-    utilisation where the transfer policy allows one of `kinds` (not built: refused)."""
+    utilisation where the transfer policy allows one of `kinds` (not built: refused) and the
+    table `family` has rows to borrow from (without any, AISimulate refuses the miss too)."""
     allowed = [k for k in kinds if k in deployment.transfers]
-    if deployment.mode != "EMPIRICAL" or not allowed:
+    rows = family in tables and len(next(iter(tables[family].values()), ())) > 0
+    if deployment.mode != "EMPIRICAL" or not allowed or not rows:
         return exc
     return NotAvailableError(
         f"database_mode EMPIRICAL: {exc}; AISimulate would borrow another slice's utilisation "
