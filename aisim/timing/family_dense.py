@@ -9,12 +9,11 @@ the layers scaled by L + nextn for the MTP head).
 
 from __future__ import annotations
 
-from aisim.errors import OpTableError
 from aisim.kernels import optime_pass as KP
 from aisim.models import ModelArch
-from aisim.timing.leaf_attention import gqa_attention
+from aisim.timing.leaf_attention import deployment_attention
 from aisim.timing.leaf_comm import absent_curve, allreduce_curve
-from aisim.timing.leaf_empirical import borrowing_refusal, empirical_leaves
+from aisim.timing.leaf_empirical import empirical_leaves
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites, quantized_gemm
 from aisim.timing.plan_record import Deployment, OpRow, PassPlan, allreduce_scalars, assemble
 from aisim.timing.system import GpuSystem
@@ -69,20 +68,16 @@ def build_dense_plan(
     ]
     empirical = deployment.mode == "EMPIRICAL"
     gemm = gemm_sites(gemm_ops, tables if silicon else None, system)
-    try:
-        attention = gqa_attention(
-            model,
-            tables,
-            system,
-            backend=deployment.backend,
-            version=deployment.version,
-            tensor_parallel=t,
-            silicon=silicon or empirical,  # EMPIRICAL draws its samples from the same slices
-            kv_cache_dtype=kv_cache_dtype,
-            fmha_dtype=fmha_dtype,
-        )
-    except OpTableError as exc:
-        raise borrowing_refusal(exc, ("xshape",), deployment, tables, "context_attention") from None
+    # EMPIRICAL draws its samples from the slices SILICON reads
+    attention = deployment_attention(
+        model,
+        tables,
+        system,
+        deployment,
+        silicon=silicon or empirical,
+        kv_cache_dtype=kv_cache_dtype,
+        fmha_dtype=fmha_dtype,
+    )
     allreduce = allreduce_curve(tables, t, system) if silicon and t > 1 else absent_curve()
     leaves = empirical_leaves(model, tables, system, deployment, gemm[0], gemm_ops, attention)
 

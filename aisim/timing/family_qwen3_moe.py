@@ -16,7 +16,7 @@ from aisim.errors import OpTableError
 from aisim.kernels import optime_pass as KP
 from aisim.kernels.optime_moe import MoeCurve
 from aisim.models import ModelArch
-from aisim.timing.leaf_attention import GqaAttention, banded_leaves, gqa_attention
+from aisim.timing.leaf_attention import GqaAttention, banded_leaves, deployment_attention
 from aisim.timing.leaf_dispatch import DispatchCurves, dispatch_curves, gather_scale
 from aisim.timing.leaf_empirical import borrowing_refusal, empirical_leaves
 from aisim.timing.leaf_gemm import GemmOp, gemm_sites, quantized_gemm
@@ -59,20 +59,15 @@ def gqa_moe_leaves(
     where = deployment.where(model.model_id)
     num_gpus = deployment.moe_group_gpus(where)
     t, adp = int(deployment.tensor), int(deployment.attention_dp)
-    try:
-        attention = gqa_attention(
-            model,
-            tables,
-            system,
-            backend=deployment.backend,
-            version=deployment.version,
-            tensor_parallel=t,
-            silicon=True,
-            kv_cache_dtype=kv_cache_dtype,
-            fmha_dtype=fmha_dtype,
-        )
-    except OpTableError as exc:
-        raise borrowing_refusal(exc, ("xshape",), deployment, tables, "context_attention") from None
+    attention = deployment_attention(
+        model,
+        tables,
+        system,
+        deployment,
+        silicon=True,
+        kv_cache_dtype=kv_cache_dtype,
+        fmha_dtype=fmha_dtype,
+    )
     try:
         moe = moe_curve(
             tables,

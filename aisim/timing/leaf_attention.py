@@ -277,3 +277,33 @@ def gqa_attention(
         "gen_extra_sol_ms": extra_sol_ms(qk_units, qk_b),
     }
     return GqaAttention(context, generation, scalars, *banded)
+
+
+def deployment_attention(
+    model: ModelArch,
+    tables: Tables,
+    system: GpuSystem,
+    deployment,
+    *,
+    silicon: bool,
+    kv_cache_dtype: str,
+    fmha_dtype: str,
+) -> GqaAttention:
+    """`gqa_attention` for a deployment's rank; a missing slice under EMPIRICAL is refused as
+    the cross-shape borrowing it would need (aisim.timing.leaf_empirical.borrowing_refusal)."""
+    from aisim.timing.leaf_empirical import borrowing_refusal
+
+    try:
+        return gqa_attention(
+            model,
+            tables,
+            system,
+            backend=deployment.backend,
+            version=deployment.version,
+            tensor_parallel=int(deployment.tensor),
+            silicon=silicon,
+            kv_cache_dtype=kv_cache_dtype,
+            fmha_dtype=fmha_dtype,
+        )
+    except OpTableError as exc:
+        raise borrowing_refusal(exc, ("xshape",), deployment, tables, "context_attention") from None
