@@ -88,7 +88,7 @@ class EngineSpec:
     # gemm / moe / kvcache / fmha quant_mode overrides of the checkpoint's dtypes ("" = none)
     quant_modes: tuple[str, str, str, str] = ("", "", "", "")
     # the transfer kinds EMPIRICAL may borrow utilisation with (sorted; every kind by default)
-    transfers: tuple[str, ...] = ("xop", "xprofile", "xquant", "xshape")
+    transfers: tuple[str, ...] = transfer_kinds(None)
 
     @property
     def kvcache_quant_mode(self) -> str:
@@ -225,8 +225,8 @@ def resolve_role(cfg, role: str, workload: WorkloadSpec) -> EngineSpec:
         hardware=worker.hardware or eng.hardware,
         quant_modes=quant_modes(eng, worker, f"{cfg.source_path}: {wpath}"),
         transfers=transfer_kinds(
-            getattr(timing, "transfer_policy", None)
-            if getattr(timing, "transfer_policy", None) is not None
+            role_policy
+            if (role_policy := getattr(timing, "transfer_policy", None)) is not None
             else eng.transfer_policy
         ),
     )

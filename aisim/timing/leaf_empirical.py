@@ -121,11 +121,10 @@ def _gemm_source(cols: dict, system: GpuSystem, dtype: str, transfers: tuple) ->
     seen = list(dict.fromkeys(cols["gemm_dtype"].tolist()))
     if dtype in seen:
         return dtype
-    if "xquant" in transfers:
+    want = _profile(system, dtype)
+    if "xquant" in transfers and want is not None:
         for other in seen:
-            if _profile(system, other) is not None and _profile(system, other) == _profile(
-                system, dtype
-            ):
+            if _profile(system, other) == want:
                 return other
     if "xprofile" in transfers and any(_profile(system, d) is not None for d in seen):
         raise NotAvailableError(
@@ -298,10 +297,10 @@ def _nccl_lookups(tables: Tables, system: GpuSystem, num_gpus: int) -> tuple[_Lo
     """The all_gather and reduce_scatter lookups of a `num_gpus` group: the curve of the
     largest measured group up to it (the query's SOL runs on the whole group's link)."""
     out = []
+    c = ordered_rows(tables["nccl"]) if "nccl" in tables else None
     for collective in ("all_gather", "reduce_scatter"):
         groups = []
-        if "nccl" in tables:
-            c = ordered_rows(tables["nccl"])
+        if c is not None:
             mask = (c["op_name"] == collective) & (c["nccl_dtype"] == "half")
             groups = measured_groups(c["num_gpus"], mask)
         gpus = min(num_gpus, groups[-1]) if groups else num_gpus

@@ -46,6 +46,7 @@ def deployment_of(spec) -> Deployment:
     """The plan-relevant part of the spec (a dense plan ignores the MoE parallelism)."""
     version = data_version(spec.backend, spec.backend_version, spec.hardware)
     mode = plan_mode(spec.database_mode)
+    transfers = spec.transfers if mode == "EMPIRICAL" else ()  # only EMPIRICAL borrows
     if not is_moe_model(spec.model):
         return Deployment(
             spec.backend,
@@ -55,7 +56,7 @@ def deployment_of(spec) -> Deployment:
             mode=mode,
             nextn=spec.nextn,
             quant_modes=spec.quant_modes,
-            transfers=spec.transfers if mode == "EMPIRICAL" else (),
+            transfers=transfers,
         )
     return Deployment(
         spec.backend,
@@ -68,7 +69,7 @@ def deployment_of(spec) -> Deployment:
         mode=mode,
         nextn=spec.nextn,
         quant_modes=spec.quant_modes,
-        transfers=spec.transfers if mode == "EMPIRICAL" else (),
+        transfers=transfers,
     )
 
 
@@ -131,7 +132,7 @@ def plan_for(spec, where: str):
                 " of their own, which database_mode EMPIRICAL estimates from; set "
                 "enable_shared_layer: true, or use SILICON or a backend_version with its own "
                 "tables"
-                if deployment.mode == "EMPIRICAL"
+                if deployment.mode == "EMPIRICAL" and primary_only
                 else " of their own (enable_shared_layer: false); set it true"
                 if primary_only
                 else ""
