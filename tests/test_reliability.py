@@ -99,14 +99,14 @@ def test_interrupted_overwrite_keeps_the_earlier_results(tmp_path: Path) -> None
         f"""
         import os, signal, sys, time
         from aisim.output import records
-        batches = records.RequestRecords.batches
+        batches = records.RequestRecords.indexed_batches
         def slow(self, size=records.BATCH):
             for i, batch in enumerate(batches(self, 2)):
                 if i == 3:
                     open({str(marker)!r}, "w").close()
                     time.sleep(30)
                 yield batch
-        records.RequestRecords.batches = slow
+        records.RequestRecords.indexed_batches = slow
         from aisim.cli import main
         main(sys.argv[1:])
         """,
@@ -217,7 +217,7 @@ def test_streamed_records_give_the_whole_list_bytes(tmp_path: Path, monkeypatch)
 
     monkeypatch.setattr(rec, "BATCH", 3)
     monkeypatch.setattr(write, "ROW_GROUP", 5)
-    monkeypatch.setattr(rec.RequestRecords.batches, "__defaults__", (3,))
+    monkeypatch.setattr(rec.RequestRecords.indexed_batches, "__defaults__", (3,))
     out = tmp_path / "out"
     res = _cli(
         "predict",
@@ -261,9 +261,9 @@ def test_streamed_parquet_has_the_bytes_of_the_whole_table(tmp_path: Path) -> No
     ]
     parquet = RequestsParquet(tmp_path / "requests.parquet", result.provenance)
     for start in range(0, len(records), BATCH):
-        parquet.add(records[start : start + BATCH])
+        parquet.add(records[start : start + BATCH], range(start, min(start + BATCH, len(records))))
     parquet.close()
-    whole = table_bytes(requests_table(records, result.provenance))
+    whole = table_bytes(requests_table(records, range(len(records)), result.provenance))
     assert (tmp_path / "requests.parquet").read_bytes() == whole
 
 

@@ -163,6 +163,30 @@ def test_cli_bad_row_exits_2_without_outputs(tmp_path: Path) -> None:
     assert "Traceback" not in res.output and not out.exists()
 
 
+def test_requests_parquet_indexes_requests_not_file_rows(tmp_path: Path) -> None:
+    """A trace's records are named by file row (`request_<row>`), its requests.parquet rows by
+    creation index: the two differ when timestamps are out of file order, and the last row's
+    name is one past the last index."""
+    import pyarrow.parquet as pq
+
+    from aisim.cli import main
+
+    _write(tmp_path, [_row([1], timestamp=5), _row([2], timestamp=0), _row([3], timestamp=9)])
+    out = tmp_path / "out"
+    cfg = str(_config(tmp_path, "t.jsonl"))
+    res = CliRunner().invoke(main, ["predict", "-c", cfg, "-o", str(out), "--capture-per-request"])
+    assert res.exit_code == 0, res.output
+    table = pq.read_table(out / "requests.parquet").to_pydict()
+    rows = dict(zip(table["request_index"], table["session_id"], strict=True))
+    assert rows == {0: "request_2", 1: "request_1", 2: "request_3"}
+    # the attribution parts are the request's own: its TTFT splits into them
+    for k, ttft in enumerate(table["ttft_ms"]):
+        parts = sum(
+            table[name][k] for name in table if name.startswith("ttft_") and name != "ttft_ms"
+        )
+        assert parts == pytest.approx(ttft)
+
+
 def test_relative_trace_path_is_read_from_the_config_folder(tmp_path: Path) -> None:
     from aisim.prediction import run_prediction
 

@@ -99,9 +99,16 @@ class RequestRecords:
             yield from batch
 
     def batches(self, size: int = BATCH) -> Iterator[list[dict]]:
+        for _, rows in self.indexed_batches(size):
+            yield rows
+
+    def indexed_batches(self, size: int = BATCH) -> Iterator[tuple[np.ndarray, list[dict]]]:
+        """`batches` with each record's request index (creation order; a trace's
+        `request_<row>` session id names its file row instead)."""
         make = self._pd_batch if self.disaggregated else self._batch
         for start in range(0, len(self.order), size):
-            yield make(self.order[start : start + size])
+            idx = self.order[start : start + size]
+            yield idx, make(idx)
 
     def _common(self, idx: np.ndarray) -> list[dict]:
         """The fields both modes fill the same way, one dict per request of idx."""

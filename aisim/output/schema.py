@@ -15,7 +15,13 @@ def column(name: str, typ: pa.DataType, unit: str, doc: str, nullable: bool = Tr
 
 
 REQUEST_COLUMNS = [
-    column("request_index", pa.int64(), "index", "creation order (session_<index>)", False),
+    column(
+        "request_index",
+        pa.int64(),
+        "index",
+        "creation order (synthetic: session_<index>; a trace names its file row instead)",
+        False,
+    ),
     column("session_id", pa.string(), "id", "AISimulate session id", False),
     column(
         "terminal_status",

@@ -288,7 +288,7 @@ def _write_with_records(folder: ResultFolder, prediction: dict, records, provena
         ):
             pj.write(head)
             first = True
-            for batch in records.batches():
+            for index, batch in records.indexed_batches():
                 compact = [
                     json.dumps(r, sort_keys=True, separators=(",", ":"), allow_nan=False)
                     for r in batch
@@ -301,7 +301,7 @@ def _write_with_records(folder: ResultFolder, prediction: dict, records, provena
                     json.dumps(r, indent=2, sort_keys=True).replace("\n", "\n    ") for r in batch
                 )
                 pj.write(("[\n    " if first else ",\n    ") + items)
-                parquet.add(batch)
+                parquet.add(batch, index)
                 first = False
             pj.write("[]" if first else "\n  ]")
             pj.write(tail)
@@ -323,8 +323,8 @@ class RequestsParquet:
         self.rows = 0
         self.writer = None
 
-    def add(self, batch: list[dict]) -> None:
-        self.pending.append(requests_table(batch, self.provenance, self.parts))
+    def add(self, batch: list[dict], index) -> None:
+        self.pending.append(requests_table(batch, index, self.provenance, self.parts))
         self.rows += len(batch)
         if self.rows >= ROW_GROUP:
             self._flush()
@@ -385,9 +385,10 @@ def table_bytes(table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def requests_table(records: list[dict], provenance: dict, parts=None):
-    """Per-request records -> requests table (declared schema, units, run metadata); `parts`
-    the run's latency attribution by request index (null columns without it)."""
+def requests_table(records: list[dict], index, provenance: dict, parts=None):
+    """Per-request records -> requests table (declared schema, units, run metadata); `index`
+    each record's request index (creation order), `parts` the run's latency attribution by
+    request index (null columns without it)."""
     import numpy as np
     import pyarrow as pa
 
@@ -396,10 +397,10 @@ def requests_table(records: list[dict], provenance: dict, parts=None):
 
     derived = {name for name, _ in attribution.PARTS}
     cols: dict = {f.name: [] for f in REQUESTS_SCHEMA if f.name not in derived}
-    for r in records:
+    for r, i in zip(records, np.asarray(index, dtype=np.int64).tolist(), strict=True):
         route = r["routing_history"][0]
         row = dict(r)
-        row["request_index"] = int(r["session_id"].split("_")[-1])
+        row["request_index"] = i
         row["scheduler_id"] = route["scheduler_id"]
         row["worker_idx"] = route["logical_worker_id"]
         row["dp_rank"] = route["dp_rank"]
@@ -415,7 +416,7 @@ def requests_table(records: list[dict], provenance: dict, parts=None):
 
 
 def empty_requests_table(provenance: dict):
-    return requests_table([], provenance)
+    return requests_table([], [], provenance)
 
 
 def requests_tables(records, provenance: dict):
@@ -423,7 +424,10 @@ def requests_tables(records, provenance: dict):
     import pyarrow as pa
 
     parts = records.parts
-    tables = [requests_table(batch, provenance, parts) for batch in records.batches()]
+    tables = [
+        requests_table(batch, index, provenance, parts)
+        for index, batch in records.indexed_batches()
+    ]
     return pa.concat_tables(tables) if tables else empty_requests_table(provenance)
 
 
@@ -433,7 +437,7 @@ def requests_parquet_bytes(records, provenance: dict) -> bytes:
 
     sink = pa.BufferOutputStream()
     parquet = RequestsParquet(sink, provenance, records.parts)
-    for batch in records.batches():
-        parquet.add(batch)
+    for index, batch in records.indexed_batches():
+        parquet.add(batch, index)
     parquet.close()
     return sink.getvalue().to_pybytes()
