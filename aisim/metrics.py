@@ -220,7 +220,8 @@ def summarize(result, sla=None) -> dict:
     out["first_admission_prefix_cache_reused_ratio"] = reused_first / total_in if total_in else 0.0
     out["kv_eviction_policy"] = "lru"
     # unfloored, unlike the throughputs' divisor: a run that ends at 0 ms bills 0 s
-    clock_s = _billed_clock_ms(req, [pool.ranks for pool in pools], result.handoff_end_ms) / 1000.0
+    other_ms = max(result.handoff_end_ms, result.tokenizer_end_ms)
+    clock_s = _billed_clock_ms(req, [pool.ranks for pool in pools], other_ms) / 1000.0
     billed = {"prefill": (0, 0.0), "decode": (0, 0.0)}
     for pool in pools:
         # the aggregated pool reports under the decode fields (AISimulate's convention)
@@ -283,8 +284,9 @@ def summarize(result, sla=None) -> dict:
 
 def _billed_clock_ms(req, rank_states, other_events_ms: float = 0.0) -> float:
     """Virtual time of a run's last processed event (a pass end of any rank, an arrival, a
-    rejection, or another event such as a transfer end): workers are billed until then, not
-    until the last completion (a rejection after it, or a cut-off, extends the bill)."""
+    rejection, or another event such as a transfer or tokenization end): workers are billed
+    until then, not until the last completion (a rejection after it, or a cut-off, extends the
+    bill)."""
     arrived = req.status != ReqStatus.NOT_ARRIVED
     last_arrival = float(req.arrival_ms[arrived].max()) if arrived.any() else 0.0
     rejected = req.status >= ReqStatus.REJECTED  # rejected or failed

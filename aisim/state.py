@@ -4,8 +4,9 @@ All state is structure-of-arrays, allocated once at a fixed capacity and never r
 kernel. Kernels receive these NamedTuples and mutate them in place; Python reads them after the
 run. Sentinel -1 means "none" for every index column.
 
-Shape symbols: N requests, C requests when per-request records are captured (else 1),
-R scheduler ranks (workers x attention_data), W workers, S running slots per rank
+Shape symbols: N requests, C requests when per-request records are captured (else 1), T
+requests when a tokenizer runs ahead of admission (else 1), X tokenizer threads per worker, R
+scheduler ranks (workers x attention_data), W workers, S running slots per rank
 (max_sequences), B KV blocks per rank, K blocks in one block-table row, M hash-map slots (a
 power of two), A admission-log capacity, H event-calendar buckets.
 """
@@ -83,6 +84,12 @@ REQUEST_FIELDS = (
           "completes with one token)"),
     Field("draft_slots", np.int8, "N", 0, "tokens",
           "MTP: verification slots granted in the in-flight pass (1 + drafts walked); 0 = none"),
+    # the tokenizer ahead of admission (shape T: N when engine.tokenization is set, else 1)
+    Field("tokenized_ms", np.float64, "T", np.nan, "ms",
+          "tokenization done: the request joins its rank's waiting queue"),
+    Field("tok_heap", np.int32, "T", -1, "request index",
+          "min-heap of the requests in the tokenizers by (tokenized_ms, index); the length is "
+          "counters[CNT_TOKENIZING]"),
     # latency attribution, kept only for captured per-request records (shape C: N, else 1)
     Field("alone_ms", np.float64, "C", 0.0, "ms",
           "passes that computed its prompt the first time with no other request in the pass"),
@@ -98,6 +105,7 @@ REQUEST_FIELDS = (
 # Request fields only the event loop needs (queues, pass compression, MTP, scratch). A prediction
 # drops them once the loop has run, before its summary's temporaries (10 M requests: ~0.8 GB).
 RUN_ONLY_FIELDS = (
+    "tok_heap",
     "slot",
     "wait_next",
     "seq",
@@ -202,6 +210,7 @@ WORKER_FIELDS = (
     Field("busy_ms", np.float64, "W", 0.0, "ms", "sum of pass durations"),
     Field("num_passes", np.int64, "W", 0, "count", "passes run"),
     Field("rr_rank", np.int64, "W", 0, "count", "round-robin counter over the worker's ranks"),
+    Field("tok_free", np.float64, "W,X", 0.0, "ms", "time each tokenizer thread frees"),
 )
 # fmt: on
 
@@ -215,9 +224,9 @@ STATS_FIELDS = (
           "pending run of equal ITL gaps not yet merged: gap value, repeat count; then the "
           "pending count of zero gaps (MTP burst tokens)"),
     Field("bins", np.int64, f"2,{SKETCH_BINS}", 0, "count", "DDSketch positive-key counts"),
-    Field("counters", np.int64, "9", 0, "tokens | count",
+    Field("counters", np.int64, "10", 0, "tokens | count",
           "committed_prefill_tokens, passes, preemptions, rejections, admissions, spawned, "
-          "log length, lazy conversions, broken invariant (debug)"),
+          "log length, lazy conversions, broken invariant (debug), requests tokenizing"),
 )
 # fmt: on
 
@@ -430,16 +439,20 @@ def allocate(
     block_size: int,
     requests: dict[str, np.ndarray] | None = None,
     records: bool = False,
+    tokenizer_threads: int = 0,
 ):
     """Allocate every buffer for one run and put the KV pools in their initial state.
     `requests` names RequestState fields taken as they are (the traffic's own arrays);
-    `records` sizes the latency-attribution fields (shape C) for per-request records."""
+    `records` sizes the latency-attribution fields (shape C) for per-request records;
+    `tokenizer_threads` per worker (0: no tokenizer) sizes the tokenizer fields (T, X)."""
     map_slots = 1 << max(4, int(2 * n_ranks * blocks_per_rank).bit_length())
     # the calendar ring must span the longest gap between a lazy decoder's events (one block)
     calendar = 1 << max(6, int(2 * block_size).bit_length())
     dims = {
         "N": n_requests,
         "C": n_requests if records else 1,
+        "T": n_requests if tokenizer_threads else 1,
+        "X": max(1, tokenizer_threads),
         "R": n_ranks,
         "W": n_workers,
         "S": max_running,

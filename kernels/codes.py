@@ -87,6 +87,7 @@ CNT_SPAWNED = 5
 CNT_LOG = 6
 CNT_LAZY = 7  # decoders turned lazy (pass compression engaged)
 CNT_BROKEN = 8  # debug: rank * 100 + broken invariant rule (0 = none)
+CNT_TOKENIZING = 9  # requests in the tokenizers (kernels/tokenizer.py: heap length)
 
 # DDSketch key range per sign (AISimulate keeps up to 32768 bins).
 SKETCH_OFFSET = 16384

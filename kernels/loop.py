@@ -3,15 +3,16 @@ terminal request, in one compiled call (docs/rules.md 1, 2.1, 7.1).
 
 At each distinct event time T: finish the passes ending at T (in pass-start order), then route
 requests created at or before T (closed-loop replacements first, they have lower indices), then
-start a pass on every idle worker that has work. A worker's `attention_data` ranks run in
-lock-step (kernels/pool_pass.py): each rank schedules and prices its own batch and the group
-pass lasts as long as the slowest participating rank. `mtp` (MtpState or NoMtp) selects native
-MTP decoding at compile time (kernels/mtp_step.py).
+queue the requests whose tokenization ends by T (kernels/tokenizer.py; with no tokenizer a
+routed request is queued at once), then start a pass on every idle worker that has work. A
+worker's `attention_data` ranks run in lock-step (kernels/pool_pass.py): each rank schedules
+and prices its own batch and the group pass lasts as long as the slowest participating rank.
+`mtp` (MtpState or NoMtp) selects native MTP decoding at compile time (kernels/mtp_step.py).
 """
 
 import numpy as np
 
-from aisim.kernels import leap, pool_pass, queues
+from aisim.kernels import leap, pool_pass, queues, tokenizer
 from aisim.kernels._jit import kernel
 from aisim.kernels.codes import (
     CNT_BROKEN,
@@ -64,6 +65,10 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
             a = req.arrival_ms[routed]
             if a < t_next:
                 t_next = a if a > t else t
+        if p.tok_threads > 0:
+            a = tokenizer.next_ready(req, stats)
+            if a < t_next:
+                t_next = a if a > t else t
         if t_next == np.inf:
             break
         if t_next > p.max_time_ms:
@@ -92,8 +97,16 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
             r = w * p.dp_size + d
             req.rank[routed] = r
             req.status[routed] = ReqStatus.WAITING
-            queues.push_waiting_back(req, ranks, r, routed)
+            if p.tok_threads > 0:
+                tokenizer.enter(p, req, workers, stats, w, routed)
+            else:
+                queues.push_waiting_back(req, ranks, r, routed)
             routed += 1
+        # --- requests whose tokenization is done by now join their rank's waiting queue
+        if p.tok_threads > 0:
+            while tokenizer.next_ready(req, stats) <= t:
+                q = tokenizer.pop(req, stats)
+                queues.push_waiting_back(req, ranks, req.rank[q], q)
         # --- start passes on idle, ready workers with work. A pass of zero duration ends as it
         # starts and the worker is driven again at once, before the requests it completed are
         # replaced (their replacements are routed in the next round at t, docs/rules.md 1.3)
@@ -134,6 +147,8 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
             a = np.inf
             if routed < stats.counters[CNT_SPAWNED]:
                 a = req.arrival_ms[routed]
+            if p.tok_threads > 0:
+                a = min(a, tokenizer.next_ready(req, stats))
             t = leap.run(p, req, ranks, workers, stats, plan, memo, t, a)
     flush_gaps(stats)
     return RunResult.OK, -1

@@ -8,17 +8,18 @@ reserves its KV (one reservation per retry), is transferred, then activated at t
 worker's next pass boundary, and from then on decodes like any running request.
 
 At each distinct event time T, until nothing changes: apply the pass completions at T (in
-pass-start order), then the transfer completions, then the arrivals, then execute the queued
-handoff actions FIFO. Then start passes on idle prefill workers with work, then on idle decode
-workers with work. A request is released for routing once per round, after the actions and
-before the pass starts, and routed in the next round at T: a closed-loop replacement spawned
-by a completion or an action is routed after the passes starting at T have started (unlike the
-aggregated loop), one spawned by a zero-duration pass a round later still.
+pass-start order), then the transfer completions, then the arrivals, then the requests whose
+tokenization ends by T (kernels/tokenizer.py), then execute the queued handoff actions FIFO.
+Then start passes on idle prefill workers with work, then on idle decode workers with work. A
+request is released for routing once per round, after the actions and before the pass starts,
+and routed in the next round at T: a closed-loop replacement spawned by a completion or an
+action is routed after the passes starting at T have started (unlike the aggregated loop), one
+spawned by a zero-duration pass a round later still.
 """
 
 import numpy as np
 
-from aisim.kernels import pool_pass, queues
+from aisim.kernels import pool_pass, queues, tokenizer
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_PASSES,
@@ -179,7 +180,10 @@ def _execute_actions(
             pd.scalars[PD_RR_PREFILL] += 1
             req_p.rank[q] = r
             req_p.status[q] = ReqStatus.WAITING
-            queues.push_waiting_back(req_p, ranks_p, r, q)
+            if params_p.tok_threads > 0:
+                tokenizer.enter(params_p, req_p, workers_p, stats, r // params_p.dp_size, q)
+            else:
+                queues.push_waiting_back(req_p, ranks_p, r, q)
         elif kind == PDAction.RESERVE:
             r = pd.scalars[PD_RR_DECODE] % n_decode_ranks
             pd.scalars[PD_RR_DECODE] += 1
@@ -284,6 +288,10 @@ def run_disaggregated(
             a = req_d.arrival_ms[routed]
             if a < t_next:
                 t_next = a if a > t else t
+        if params_p.tok_threads > 0:
+            a = tokenizer.next_ready(req_p, stats)
+            if a < t_next:
+                t_next = a if a > t else t
         if again:
             t_next = t
             again = False
@@ -362,6 +370,12 @@ def run_disaggregated(
                 enqueue(pd, PDAction.SUBMIT, routed)
                 routed += 1
                 changed = True
+            # --- tokenizations done by t: into the prefill rank's waiting queue
+            if params_p.tok_threads > 0:
+                while tokenizer.next_ready(req_p, stats) <= t:
+                    q = tokenizer.pop(req_p, stats)
+                    queues.push_waiting_back(req_p, ranks_p, req_p.rank[q], q)
+                    changed = True
             # most instants (a decode pass end with no handoff) queue nothing
             if pd.scalars[PD_Q_HEAD] < pd.scalars[PD_Q_TAIL]:
                 _execute_actions(

@@ -241,8 +241,8 @@ def _leaf_le(plan, i, tokens, requests, batch, seq, prefix):
             return nbytes / s.inter_bw * 1000.0, 0.0
         return (nbytes / s.inter_bw + s.p2p_latency_s) * 1000.0, 0.0
     # the MoE / DeepSeek ops are priced from their tables in either mode (MoE plans are
-    # SILICON or EMPIRICAL; EMPIRICAL estimates the routed experts only); a SOL plan still
-    # reports no energy
+    # SILICON or EMPIRICAL; EMPIRICAL estimates the routed experts and the attention-DP
+    # dispatch / combine, with no energy); a SOL plan still reports no energy
     if kind == OP_MOE:
         if s.mode == MODE_EMPIRICAL:
             return moe_empirical_ms(tokens, plan.moe, plan.empirical), 0.0

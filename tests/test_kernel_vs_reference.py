@@ -9,6 +9,7 @@ and so must committed_prefill_tokens, the preemption and pass counts and the adm
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -55,7 +56,17 @@ def _ms(rng: random.Random, lo: float, hi: float) -> float:
 
 
 def random_case(seed: int):
-    """(EngineSpec, Traffic) of one small random deployment."""
+    """(EngineSpec, Traffic) of one small random deployment (a quarter with a tokenizer ahead
+    of admission, drawn from a stream of its own so the other draws stay as they were)."""
+    spec, traffic = _random_case(seed)
+    tok = random.Random(seed + 7_000_003)
+    if tok.random() < 0.25:
+        tokenization = (tok.randint(1, 3), _ms(tok, 0.0, 6.0), tok.choice([0.0, 0.05, 0.37]))
+        spec = dataclasses.replace(spec, tokenization=tokenization)
+    return spec, traffic
+
+
+def _random_case(seed: int):
     rng = random.Random(seed)
     backend = "trtllm" if rng.random() < 0.3 else "vllm"
     bs = rng.choice([2, 4, 8, 16])
@@ -197,6 +208,9 @@ def reference_of(spec: EngineSpec, traffic: Traffic) -> ref.Simulator:
         decode_ms=spec.decode_ms,
         load="concurrency" if traffic.workload.closed_loop else "open",
         concurrency=traffic.workload.concurrency,
+        tok_threads=spec.tokenization[0],
+        tok_base_ms=spec.tokenization[1],
+        tok_per_token_ms=spec.tokenization[2],
     )
     specs = []
     for i in range(len(traffic.prompt_len)):
@@ -223,7 +237,7 @@ def describe(spec: EngineSpec, traffic: Traffic) -> str:
         f"W={spec.replicas} D={spec.dp_size} k={spec.prefill_interval} "
         f"pc={spec.prefix_caching} chunked={spec.chunked_prefill} {spec.timing} "
         f"{spec.prefill_ms}/{spec.decode_ms} {traffic.workload.load} "
-        f"c={traffic.workload.concurrency}\n"
+        f"c={traffic.workload.concurrency} tokenizer={spec.tokenization}\n"
         f"P={traffic.prompt_len.tolist()}\nO={traffic.requested_output_len.tolist()}\n"
         f"arr={traffic.arrival_ms.tolist()}\npfx_len={traffic.pfx_len.tolist()}"
     )
@@ -266,6 +280,7 @@ def compare(spec: EngineSpec, traffic: Traffic) -> list[str]:
             "admissions": int(k.num_admissions[i]),
             "reused_first": int(k.reused_first[i]),
             "reused_max": int(k.reused_max[i]),
+            "tokenized": float(k.tokenized_ms[i]) if spec.tokenization[0] else math.nan,
         }
         want = {
             "status": STATUS[r.status],
@@ -281,6 +296,7 @@ def compare(spec: EngineSpec, traffic: Traffic) -> list[str]:
             "admissions": r.admissions,
             "reused_first": r.reused_first,
             "reused_max": r.reused_max,
+            "tokenized": sim.tokenized.get(i, math.nan),
         }
         for name, w in want.items():
             g = got[name]
@@ -324,7 +340,8 @@ def test_kernel_matches_reference(seed):
 
 
 def test_cases_exercise_the_rules():
-    """The random sweep must actually reach preemption, recompute hits, rejection and DP."""
+    """The random sweep must actually reach preemption, recompute hits, rejection, DP and a
+    queue at the tokenizer."""
     seen = {
         "preempt": 0,
         "readmit_hit": 0,
@@ -333,6 +350,7 @@ def test_cases_exercise_the_rules():
         "trt": 0,
         "hit": 0,
         "truncated": 0,
+        "tokenizer_queue": 0,
     }
     for seed in range(NUM_CASES):
         spec, traffic = random_case(seed)
@@ -348,6 +366,13 @@ def test_cases_exercise_the_rules():
         seen["truncated"] += any(r.output_cap < r.requested for r in sim.requests)
         seen["trt"] += spec.backend == "trtllm"
         seen["hit"] += any(u > 0 for _, _, u, _ in sim.log)
+        # a request waited for a tokenizer thread, so another was tokenized before it
+        base, per = spec.tokenization[1:]
+        seen["tokenizer_queue"] += any(
+            done > r.arrival + base + r.prompt * per
+            for r in sim.requests
+            if (done := sim.tokenized.get(r.idx)) is not None
+        )
     assert all(v >= 10 for v in seen.values()), seen
 
 

@@ -22,7 +22,6 @@ from aisim.config.schema import (
 NOT_YET_AVAILABLE = frozenset(
     {
         "speculation",
-        "tokenization",
         "afd",
         "sglang",
         "fpm_estimation",  # estimation modes other than auto / op_level
@@ -175,8 +174,6 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         yield "mtp", "engine.nextn", f"native MTP (nextn = {eng.nextn})"
     if eng.speculation is not None:
         yield "speculation", "engine.speculation", "speculative decoding"
-    if eng.tokenization is not None:
-        yield "tokenization", "engine.tokenization", "the tokenization delay model"
     quant_keys = ("gemm_quant_mode", "moe_quant_mode", "kvcache_quant_mode", "fmha_quant_mode")
     # comm_quant_mode quantizes only context-parallel and AFD collectives in AISimulate 0.13
     # (both refused here): a no-op wherever aisim prices, shown with the oracle

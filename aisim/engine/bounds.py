@@ -129,6 +129,8 @@ def check_state_fits(
     dims = {
         "N": n_requests,
         "C": 1,  # without per-request records (their own memory check is the records')
+        "T": n_requests if spec.tokenization[0] else 1,
+        "X": max(1, spec.tokenization[0]),
         "R": ranks,
         "W": spec.replicas,
         "S": running,

@@ -52,6 +52,12 @@ class SimResult:
         xfer = self.handoff.xfer_end_ms
         return float(xfer[xfer <= self.run.workload.max_time_ms].max(initial=0.0))
 
+    @property
+    def tokenizer_end_ms(self) -> float:
+        """The last tokenization end processed (before the cut-off, if any); 0 without one."""
+        done = self.pools[0].req.tokenized_ms
+        return float(done[done <= self.run.workload.max_time_ms].max(initial=0.0))
+
     def without_run_fields(self) -> SimResult:
         """The result with every pool's loop-only request arrays freed (the outputs never read
         them)."""

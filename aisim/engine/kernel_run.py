@@ -47,6 +47,7 @@ def allocate_pool(
         spec.block_size,
         inputs,
         records,
+        spec.tokenization[0],
     )
 
 

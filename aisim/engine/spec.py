@@ -53,6 +53,9 @@ class KernelParams(NamedTuple):
     nextn: int  # MTP draft tokens per decode step (0 = no MTP)
     capture_passes: bool = False  # write one PassLog row per rank per pass (--capture-passes)
     role: int = 0  # kernels.codes.Role: aggregated, or the prefill / decode side of P/D
+    tok_threads: int = 0  # tokenizer threads per worker ahead of admission (0: none)
+    tok_base_ms: float = 0.0  # tokenization time of a request: base ...
+    tok_per_token_ms: float = 0.0  # ... plus this per prompt token
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,9 @@ class EngineSpec:
     quant_modes: tuple[str, str, str, str] = ("", "", "", "")
     # the transfer kinds EMPIRICAL may borrow utilisation with (sorted; every kind by default)
     transfers: tuple[str, ...] = transfer_kinds(None)
+    # engine.tokenization on the pool requests arrive at: (threads per worker, base ms, ms per
+    # prompt token); no threads = no tokenizer
+    tokenization: tuple[int, float, float] = (0, 0.0, 0.0)
 
     @property
     def kvcache_quant_mode(self) -> str:
@@ -142,6 +148,9 @@ class EngineSpec:
             max_time_ms=float(workload.max_time_ms),
             nextn=int(self.nextn),
             capture_passes=bool(capture_passes),
+            tok_threads=int(self.tokenization[0]),
+            tok_base_ms=float(self.tokenization[1]),
+            tok_per_token_ms=float(self.tokenization[2]),
         )
 
 
@@ -229,6 +238,7 @@ def resolve_role(cfg, role: str, workload: WorkloadSpec) -> EngineSpec:
             if (role_policy := getattr(timing, "transfer_policy", None)) is not None
             else eng.transfer_policy
         ),
+        tokenization=_tokenization(eng.tokenization, role),
     )
     check_pass_time(spec, cfg.source_path)
     if workload.trace_path is None:
@@ -241,6 +251,15 @@ def resolve_role(cfg, role: str, workload: WorkloadSpec) -> EngineSpec:
             "traffic.stop.requests",
         )
     return spec
+
+
+def _tokenization(tok, role: str) -> tuple[int, float, float]:
+    """EngineSpec.tokenization of a role: the tokenizer sits ahead of the pool requests arrive
+    at. Per-token time in ms as AISimulate passes it to its engine (us / 1000, then times the
+    prompt length: the product's rounding is part of the contract)."""
+    if tok is None or role == "decode":
+        return (0, 0.0, 0.0)
+    return (int(tok.workers), float(tok.base_ms), float(tok.per_input_token_us) / 1000.0)
 
 
 def _output_tokens(spec: EngineSpec, workload: WorkloadSpec) -> int:

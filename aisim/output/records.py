@@ -212,6 +212,14 @@ class RequestRecords:
                     "source_released_ms": None,
                 }
             )
+        return self._with_tokenized(rows, idx)
+
+    def _with_tokenized(self, rows: list[dict], idx: np.ndarray) -> list[dict]:
+        """Runs with a tokenizer add each record's `tokenized_ms` (as AISimulate does)."""
+        first = self.result.pools[0]
+        if first.spec.tokenization[0]:
+            for row, done in zip(rows, first.req.tokenized_ms[idx].tolist(), strict=True):
+                row["tokenized_ms"] = _opt(done)
         return rows
 
     def _pd_batch(self, idx: np.ndarray) -> list[dict]:
@@ -295,7 +303,7 @@ class RequestRecords:
                     "source_released_ms": _opt(released),
                 }
             )
-        return rows
+        return self._with_tokenized(rows, idx)
 
 
 def request_uuid(seed: str, i: int) -> str:

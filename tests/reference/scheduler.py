@@ -16,6 +16,8 @@ Rules implemented (section numbers of docs/rules.md):
        unhashed blocks reused first, recompute after preemption (hits may cover generated blocks).
 * 5    TRT-LLM: to-completion reservation, output clamped to the pool, never preempts.
 * 2.1  round robin over workers, then over the worker's DP ranks.
+* 2.3  the tokenizer: each worker's threads tokenize its requests first come, first served;
+       a request joins its rank's waiting queue when done (ties in request order).
 * 7.2  prefill_schedule_interval deferral (vLLM, attention_data > 1).
 """
 
@@ -83,6 +85,9 @@ class Config:
     decode_ms: float
     load: str  # "concurrency" | "open"
     concurrency: int
+    tok_threads: int = 0  # tokenizer threads per worker (0: none)
+    tok_base_ms: float = 0.0
+    tok_per_token_ms: float = 0.0
 
 
 @dataclass
@@ -514,6 +519,10 @@ class Simulator:
         self.created: list[Request] = []  # requests that exist, in index order
         self.routed = 0
         self.rr_worker = 0
+        # tokenizer: each worker's thread free times; requests inside as (done, index, request)
+        self.tok_free = [[0.0] * cfg.tok_threads for _ in self.workers]
+        self.tokenizing: list[tuple[float, int, Request]] = []
+        self.tokenized: dict[int, float] = {}
 
     def create(self, arrival: float) -> None:
         r = self.requests[len(self.created)]
@@ -536,7 +545,23 @@ class Simulator:
         w.rr_rank += 1
         r.rank = k.id
         r.status = WAITING
-        k.waiting.append(r)
+        if not self.cfg.tok_threads:
+            k.waiting.append(r)
+            return
+        free = self.tok_free[w.id]
+        thread = free.index(min(free))
+        done = max(r.arrival, free[thread]) + (
+            self.cfg.tok_base_ms + r.prompt * self.cfg.tok_per_token_ms
+        )
+        free[thread] = done
+        self.tokenized[r.idx] = done
+        self.tokenizing.append((done, r.idx, r))
+
+    def release_tokenized(self, now: float) -> None:
+        ready = sorted(e for e in self.tokenizing if e[0] <= now)
+        self.tokenizing = [e for e in self.tokenizing if e[0] > now]
+        for _, _, r in ready:
+            self.ranks[r.rank].waiting.append(r)
 
     def run(self) -> Simulator:
         if self.cfg.load == "concurrency":
@@ -550,6 +575,7 @@ class Simulator:
             times = [w.end for w in self.workers if w.busy]
             if self.routed < len(self.created):
                 times.append(max(now, self.created[self.routed].arrival))
+            times += [max(now, e[0]) for e in self.tokenizing]
             if not times:
                 break
             now = min(times)
@@ -561,6 +587,7 @@ class Simulator:
             while self.routed < len(self.created) and self.created[self.routed].arrival <= now:
                 self.route(self.created[self.routed])
                 self.routed += 1
+            self.release_tokenized(now)
             for w in self.workers:
                 if not w.busy and w.has_work():
                     w.start_pass(now)
