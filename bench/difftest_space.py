@@ -31,8 +31,9 @@ from difftest_models import (
 
 from aisim.config.registry import BACKEND_VERSION_SLOTS, current_version
 
-SPACE_VERSION = "11"
-"""Bump when the sampler changes, so a resumed folder is not mixed (11: EMPIRICAL drawn)."""
+SPACE_VERSION = "12"
+"""Bump when the sampler changes, so a resumed folder is not mixed (11: EMPIRICAL drawn;
+12: engine.tokenization drawn)."""
 
 DENSE = {"Qwen/Qwen3-0.6B": 16, "Qwen/Qwen3-8B": 32, "Qwen/Qwen3-32B": 64}
 """Dense models shipped in data/models, with their attention heads (tensor must divide them)."""
@@ -282,6 +283,13 @@ def sample_case(seed: int, index: int, space: str = "default") -> Case:
         if kvt is not None:
             engine["kv_transfer"] = kvt
     _precision(d, tags, engine, model, hardware, timing_kind)
+    if d.chance(0.2):  # a tokenizer ahead of admission (docs/rules.md 2.3)
+        engine["tokenization"] = {
+            "workers": d.one([1, 1, 2, 3, 4]),
+            "base_ms": d.one([0.0, 0.5, 1.0, 2.75, 10.0, 30.0]),
+            "per_input_token_us": d.one([0.0, 1.0, 2.0, 3.7, 25.0]),
+        }
+        tags.append("tokenizer")
     config = {"traffic": traffic["traffic"], "engine": engine}
     return Case(config=config, files=traffic["files"], tags=sorted(set(tags)))
 

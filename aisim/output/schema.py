@@ -34,6 +34,12 @@ REQUEST_COLUMNS = [
     column("worker_idx", pa.int32(), "index", "worker (replica) index", False),
     column("dp_rank", pa.int32(), "index", "attention-DP rank within the worker", False),
     column("arrival_time_ms", pa.float64(), "ms", "arrival time", False),
+    column(
+        "tokenized_ms",
+        pa.float64(),
+        "ms",
+        "tokenization end, when it joined its rank's queue (null without engine.tokenization)",
+    ),
     column("first_admit_ms", pa.float64(), "ms", "start of the first pass that scheduled it"),
     column("first_token_ms", pa.float64(), "ms", "first output token time"),
     column("last_token_ms", pa.float64(), "ms", "last output token time"),

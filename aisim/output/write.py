@@ -401,6 +401,7 @@ def requests_table(records: list[dict], index, provenance: dict, parts=None):
         route = r["routing_history"][0]
         row = dict(r)
         row["request_index"] = i
+        row.setdefault("tokenized_ms", None)  # only runs with a tokenizer record it
         row["scheduler_id"] = route["scheduler_id"]
         row["worker_idx"] = route["logical_worker_id"]
         row["dp_rank"] = route["dp_rank"]
