@@ -123,6 +123,24 @@ def test_perfetto_trace_holds_every_pass_and_request_phase(tmp_path: Path, text:
         assert any(e[1] == 3 for e in events)  # this case preempts: readmissions marked
 
 
+def test_tokenizer_adds_a_tokenizing_phase(tmp_path: Path) -> None:
+    """engine.tokenization: each request's track starts with its tokenization (arrival to
+    tokenized_ms), then the phases of an ordinary run."""
+    text = PRESSURE.replace("engine:\n", "engine:\n  tokenization: {workers: 1, base_ms: 2.0}\n", 1)
+    run = _run(tmp_path, text)
+    res = CliRunner().invoke(main, ["trace", str(run)])
+    assert res.exit_code == 0, res.output
+    names, _, events = _decode(run / "trace.perfetto-trace")
+    by_name = {n: u for u, n in names.items()}
+    for line in (run / "requests.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        track = by_name[f"request {rec['session_id'].split('_')[-1]}"]
+        first = min((e for e in events if e[2] == track and e[1] == 1), key=lambda e: e[0])
+        assert first[3] == "tokenizing"
+        assert first[0] == round(rec["arrival_time_ms"] * 1e6)
+        assert rec["tokenized_ms"] > rec["arrival_time_ms"]
+
+
 def test_chrome_json_and_the_cuts(tmp_path: Path) -> None:
     run = _run(tmp_path, PRESSURE)
     passes = pq.read_table(run / "passes.parquet")

@@ -141,6 +141,8 @@ def _phases(rec: dict) -> list[tuple[str, float, float]]:
             ("decode queued", rec["decode_admit_ms"]),
             ("decode", rec["last_token_ms"]),
         ]
+    if rec.get("tokenized_ms") is not None:  # engine.tokenization: tokenized before queueing
+        points.insert(0, ("tokenizing", rec["tokenized_ms"]))
     out, at = [], arrival
     for name, end in points:
         if end is None:
