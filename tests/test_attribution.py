@@ -30,6 +30,8 @@ CASES = [
     "pd-2p3d-isl1500",
     "pd-chunk-off-decode-recompute-not-held-back",
     "difftest-pd-null-bandwidth-decode-pass",
+    "tokenizer-trtllm-closed-loop-bottleneck",
+    "tokenizer-pd-prefill-dp2",
 ]
 
 
@@ -57,7 +59,10 @@ def test_parts_add_up_and_agree_with_the_records(name: str) -> None:
         assert e2e == pytest.approx(r["e2e_latency_ms"], rel=1e-12, abs=1e-9)
         assert min(r[n] for n, _ in PARTS) >= -1e-9, r
         admit = r["prefill_admit_ms"] if disaggregated else r["first_admit_ms"]
-        assert r["ttft_queued_ms"] == pytest.approx(admit - r["arrival_time_ms"], abs=1e-9)
+        # with a tokenizer the request queues from its tokenization end (docs/rules.md 2.3)
+        queued_from = r.get("tokenized_ms", r["arrival_time_ms"])
+        assert r["ttft_tokenizing_ms"] == pytest.approx(queued_from - r["arrival_time_ms"])
+        assert r["ttft_queued_ms"] == pytest.approx(admit - queued_from, abs=1e-9)
         if disaggregated:
             # the handoff parts span the prompt's end to the first decode pass
             handoff = r["ttft_kv_transfer_ms"] + r["ttft_handoff_wait_ms"]
@@ -69,6 +74,8 @@ def test_parts_add_up_and_agree_with_the_records(name: str) -> None:
         preempted += r["readmission_count"] > 0
     if name in ("heavy-preempt-c10", "pd-chunk-off-decode-recompute-not-held-back"):
         assert preempted > 0  # the case exercises preemption
+    if name.startswith("tokenizer-"):
+        assert all(r["ttft_tokenizing_ms"] > 0 for r in done)
     shares = prediction["latency_attribution"]["ttft_tail_shares"]
     for tail in ("p50", "p90", "p99"):
         assert sum(shares[tail].values()) == pytest.approx(1.0, abs=1e-12)

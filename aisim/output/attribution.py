@@ -2,7 +2,8 @@
 that add up to them, from the per-request times and the kernels' attribution fields
 (`aisim/state.py`: alone_ms, lost_first_ms, lost_later_ms; kept when records are captured).
 
-TTFT = queued + prefill + interference + preempted + kv_transfer + handoff_wait + first_decode
+TTFT = tokenizing + queued + prefill + interference + preempted + kv_transfer + handoff_wait
+       + first_decode
 E2E  = TTFT + decode + decode_preempted
 """
 
@@ -10,9 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-# (column, meaning); the first seven add up to the TTFT, all nine to the E2E latency
+# (column, meaning); the first eight add up to the TTFT, all ten to the E2E latency
 TTFT_PARTS = (
-    ("ttft_queued_ms", "arrival to the start of its first pass (prefill pool in P/D)"),
+    ("ttft_tokenizing_ms", "engine.tokenization: arrival to its tokenization end (else 0)"),
+    (
+        "ttft_queued_ms",
+        "tokenized (arrival without a tokenizer) to the start of its first pass (prefill pool "
+        "in P/D)",
+    ),
     (
         "ttft_prefill_ms",
         "passes that computed its prompt with no other request in the worker's pass",
@@ -38,6 +44,7 @@ DECODE_PARTS = (
 PARTS = TTFT_PARTS + DECODE_PARTS
 # the short names of the terminal verdict ("p99 TTFT: 71 % queued")
 LABELS = {
+    "ttft_tokenizing_ms": "tokenizing",
     "ttft_queued_ms": "queued",
     "ttft_prefill_ms": "prefill",
     "ttft_interference_ms": "interference",
@@ -79,8 +86,11 @@ def request_parts(result) -> dict[str, np.ndarray] | None:
         lost_later = rd.lost_later_ms
     alone = first.alone_ms
     own_lost = first.lost_first_ms
+    # a request joins its rank's queue when tokenized (docs/rules.md 2.3)
+    queued_from = first.tokenized_ms if result.pools[0].spec.tokenization[0] else arrival
     parts = {
-        "ttft_queued_ms": admit - arrival,
+        "ttft_tokenizing_ms": queued_from - arrival,
+        "ttft_queued_ms": admit - queued_from,
         "ttft_prefill_ms": alone.copy(),
         "ttft_interference_ms": prompt_done - admit - alone - own_lost,
         "ttft_preempted_ms": lost_first.copy(),
