@@ -196,3 +196,51 @@ def test_decode_preemption_deadlock_is_a_capacity_error() -> None:
     )
     with pytest.raises(CapacityError, match=r"engine\.workers\.decode\.kv_cache\.capacity"):
         run_prediction(config, overrides)
+
+
+def test_a_stuck_pd_run_is_refused_under_a_cut_off_too(tmp_path: Path) -> None:
+    """A prompt larger than the prefill budget with chunking off can never run: the loop runs
+    out of events long before the 0.5 s cut-off with requests open. That is a stuck run (a
+    capacity error, AISimulate's "effect-free zero-duration pass"), not a cut-off result."""
+    from click.testing import CliRunner
+
+    from aisim.cli import main
+
+    rows = [(0.0, 100, [1, 2]), (1.0, 400, [3, 4, 5, 6, 7, 8, 9]), (2.0, 90, [10, 11])]
+    (tmp_path / "t.jsonl").write_text(
+        "".join(
+            f'{{"timestamp": {t}, "input_length": {n}, "output_length": 4, "hash_ids": {ids}}}\n'
+            for t, n, ids in rows
+        )
+    )
+    pool = (
+        "      parallelism: {tensor: 1}\n"
+        "      scheduler: {max_batched_tokens: %d, max_sequences: 8}\n"
+        "      kv_cache: {block_size: 16, capacity: {type: fixed, blocks: 200}}\n"
+        "      timing: {type: fixed, prefill_ms: 5.0, decode_ms: 1.0}\n"
+    )
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "traffic:\n"
+        "  source: {type: trace, paths: [t.jsonl], format: mooncake, block_size: 64}\n"
+        "  load: {type: trace_timestamps}\n"
+        "  stop: {max_virtual_time_seconds: 0.5}\n"
+        "engine:\n"
+        "  mode: disaggregated\n"
+        "  model: Qwen/Qwen3-0.6B\n"
+        "  hardware: b200_sxm\n"
+        "  backend: vllm\n"
+        "  enable_chunked_prefill: false\n"
+        "  kv_transfer: {bandwidth_gb_per_second: null}\n"
+        "  workers:\n"
+        "    prefill:\n" + pool % 256 + "    decode:\n" + pool % 8192
+    )
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["predict", "-c", str(cfg), "-o", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "the prefill workers can make no progress" in res.output
+    assert not out.exists()
+    # with a budget the prompt fits, the same cut-off run ends normally
+    cfg.write_text(cfg.read_text().replace("max_batched_tokens: 256", "max_batched_tokens: 512"))
+    res = CliRunner().invoke(main, ["predict", "-c", str(cfg), "-o", str(out)])
+    assert res.exit_code == 0, res.output

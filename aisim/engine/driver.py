@@ -21,7 +21,7 @@ from aisim.engine.deployment import RunSpec
 from aisim.engine.kernel_run import timing_arrays
 from aisim.engine.pool import Pool
 from aisim.errors import CapacityError
-from aisim.kernels.codes import ReqStatus, RunResult
+from aisim.kernels.codes import CNT_SPAWNED, CNT_TOKENIZING, PD_XFERS, ReqStatus, RunResult
 from aisim.traffic import Traffic, role_traffic
 
 
@@ -185,6 +185,19 @@ def _simulate(
     )
 
 
+def _events_left(out) -> bool:
+    """Did the loop stop with something still to happen (a pass or transfer in flight, a
+    tokenization, an arrival), that is at a cut-off rather than out of events?"""
+    if any(workers.busy.any() for _, _, workers in out.pools):
+        return True
+    if out.handoff.scalars[PD_XFERS] > 0 or out.stats.counters[CNT_TOKENIZING] > 0:
+        return True
+    # spawned (open loop: every request) but not arrived yet; a closed loop's later requests
+    # arrive only at a completion, itself an event
+    spawned = int(out.stats.counters[CNT_SPAWNED])
+    return bool(np.any(out.pools[0][0].status[:spawned] == ReqStatus.NOT_ARRIVED))
+
+
 def _check_outcome(run: RunSpec, out) -> None:
     """Raise for a run that could make no progress (a capacity error naming the pool to grow)
     or a kernel that reports an internal failure."""
@@ -202,8 +215,10 @@ def _check_outcome(run: RunSpec, out) -> None:
         raise RuntimeError(
             f"internal error: event loop returned {RunResult(code).name} at worker {where}"
         )
-    if out.handoff is None or run.workload.max_time_ms != float("inf"):
+    if out.handoff is None:
         return
+    if run.workload.max_time_ms != float("inf") and _events_left(out):
+        return  # stopped by the cut-off, not for want of anything to do
     stuck = pd_pools.stuck_pool(out.pools[0][0], out.pools[-1][0], out.handoff)
     if stuck is not None:
         s = run.pool(stuck)
