@@ -122,3 +122,21 @@ VLLM_ONLY_MODELS = ("moonshotai/Kimi-K2.5",)
 def empirical_family(model: str) -> bool:
     """Dense and GQA MoE models without sliding windows (not Llama-4: its chunked layers)."""
     return model not in MLA_MODELS and not any(m in model for m in ("gpt-oss", "Llama-4"))
+
+
+# (KV bytes of one token in one layer at bf16, layers) per model: the rough per-rank token size
+# a sampled `bytes` capacity is given (difftest_space._kv_bytes; others: DeepSeek's MLA latent)
+KV_SHAPES = {
+    "Qwen/Qwen3-0.6B": (8 * 128 * 2 * 2, 28),
+    "Qwen/Qwen3-8B": (8 * 128 * 2 * 2, 36),
+    "Qwen/Qwen3-32B": (8 * 128 * 2 * 2, 64),
+    "Qwen/Qwen3-30B-A3B": (4 * 128 * 2 * 2, 48),
+    "Qwen/Qwen3-235B-A22B": (4 * 128 * 2 * 2, 94),
+    "mistralai/Mixtral-8x7B-v0.1": (8 * 128 * 2 * 2, 32),
+    "mistralai/Mixtral-8x22B-v0.1": (8 * 128 * 2 * 2, 56),
+    "MiniMaxAI/MiniMax-M2.5": (8 * 128 * 2 * 2, 62),
+    "openai/gpt-oss-120b": (8 * 64 * 2 * 2, 36),
+    "openai/gpt-oss-20b": (8 * 64 * 2 * 2, 24),
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": (8 * 128 * 2 * 2, 48),
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": (8 * 128 * 2 * 2, 48),
+}

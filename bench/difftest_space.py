@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from difftest_models import (
     FP8_BLOCK_MODELS,
+    KV_SHAPES,
     MLA_MODELS,
     MODEL_SPACE_SPLITS,
     MODEL_SPACES,
@@ -592,34 +593,7 @@ def _kv_cache(
 
 def _kv_bytes(model: str, par: dict) -> int:
     """Roughly one token's KV bytes on one rank (the value a `bytes` capacity is given)."""
-    per_layer = {
-        "Qwen/Qwen3-0.6B": 8 * 128 * 2 * 2,
-        "Qwen/Qwen3-8B": 8 * 128 * 2 * 2,
-        "Qwen/Qwen3-32B": 8 * 128 * 2 * 2,
-        "Qwen/Qwen3-30B-A3B": 4 * 128 * 2 * 2,
-        "Qwen/Qwen3-235B-A22B": 4 * 128 * 2 * 2,
-        "mistralai/Mixtral-8x7B-v0.1": 8 * 128 * 2 * 2,
-        "mistralai/Mixtral-8x22B-v0.1": 8 * 128 * 2 * 2,
-        "MiniMaxAI/MiniMax-M2.5": 8 * 128 * 2 * 2,
-        "openai/gpt-oss-120b": 8 * 64 * 2 * 2,
-        "openai/gpt-oss-20b": 8 * 64 * 2 * 2,
-        "meta-llama/Llama-4-Scout-17B-16E-Instruct": 8 * 128 * 2 * 2,
-        "meta-llama/Llama-4-Maverick-17B-128E-Instruct": 8 * 128 * 2 * 2,
-    }.get(model, 656)
-    layers = {
-        "Qwen/Qwen3-0.6B": 28,
-        "Qwen/Qwen3-8B": 36,
-        "Qwen/Qwen3-32B": 64,
-        "Qwen/Qwen3-30B-A3B": 48,
-        "Qwen/Qwen3-235B-A22B": 94,
-        "mistralai/Mixtral-8x7B-v0.1": 32,
-        "mistralai/Mixtral-8x22B-v0.1": 56,
-        "MiniMaxAI/MiniMax-M2.5": 62,
-        "openai/gpt-oss-120b": 36,
-        "openai/gpt-oss-20b": 24,
-        "meta-llama/Llama-4-Scout-17B-16E-Instruct": 48,
-        "meta-llama/Llama-4-Maverick-17B-128E-Instruct": 48,
-    }.get(model, 61)
+    per_layer, layers = KV_SHAPES.get(model, (656, 61))
     return max(1, per_layer * layers // max(1, par.get("tensor", 1)))
 
 
