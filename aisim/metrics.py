@@ -220,7 +220,7 @@ def summarize(result, sla=None) -> dict:
     out["first_admission_prefix_cache_reused_ratio"] = reused_first / total_in if total_in else 0.0
     out["kv_eviction_policy"] = "lru"
     # unfloored, unlike the throughputs' divisor: a run that ends at 0 ms bills 0 s
-    other_ms = max(result.handoff_end_ms, result.tokenizer_end_ms)
+    other_ms = result.side_events_end_ms
     clock_s = _billed_clock_ms(req, [pool.ranks for pool in pools], other_ms) / 1000.0
     billed = {"prefill": (0, 0.0), "decode": (0, 0.0)}
     for pool in pools:

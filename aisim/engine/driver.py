@@ -45,18 +45,14 @@ class SimResult:
         return pd_pools.merged_requests(self.pools[0].req, self.pools[-1].req)
 
     @property
-    def handoff_end_ms(self) -> float:
-        """The last KV transfer end processed (before the cut-off, if any); 0 without one."""
-        if self.handoff is None:
-            return 0.0
-        xfer = self.handoff.xfer_end_ms
-        return float(xfer[xfer <= self.run.workload.max_time_ms].max(initial=0.0))
-
-    @property
-    def tokenizer_end_ms(self) -> float:
-        """The last tokenization end processed (before the cut-off, if any); 0 without one."""
-        done = self.pools[0].req.tokenized_ms
-        return float(done[done <= self.run.workload.max_time_ms].max(initial=0.0))
+    def side_events_end_ms(self) -> float:
+        """The last event processed besides passes and arrivals, before the cut-off if any: a
+        KV transfer end or a tokenization end (0 without either)."""
+        ends = [self.pools[0].req.tokenized_ms]
+        if self.handoff is not None:
+            ends.append(self.handoff.xfer_end_ms)
+        cut = self.run.workload.max_time_ms
+        return max(float(e[e <= cut].max(initial=0.0)) for e in ends)
 
     def without_run_fields(self) -> SimResult:
         """The result with every pool's loop-only request arrays freed (the outputs never read
