@@ -428,6 +428,37 @@ def _eval_dim(expr: str, dims: dict[str, int]) -> int:
     return value
 
 
+def shape_dims(
+    n_requests: int,
+    n_ranks: int,
+    n_workers: int,
+    max_running: int,
+    blocks_per_rank: int,
+    row_blocks: int,
+    log_capacity: int,
+    block_size: int,
+    records: bool = False,
+    tokenizer_threads: int = 0,
+) -> dict[str, int]:
+    """The value of every shape symbol (module doc) for a run of these dimensions: what
+    `allocate` allocates, and what the memory check before it counts."""
+    return {
+        "N": n_requests,
+        "C": n_requests if records else 1,
+        "T": n_requests if tokenizer_threads else 1,
+        "X": max(1, tokenizer_threads),
+        "R": n_ranks,
+        "W": n_workers,
+        "S": max_running,
+        "B": blocks_per_rank,
+        "K": row_blocks,
+        "M": 1 << max(4, int(2 * n_ranks * blocks_per_rank).bit_length()),
+        "A": log_capacity,
+        # the calendar ring spans the longest gap between a lazy decoder's events (one block)
+        "H": 1 << max(6, int(2 * block_size).bit_length()),
+    }
+
+
 def allocate(
     n_requests: int,
     n_ranks: int,
@@ -445,23 +476,18 @@ def allocate(
     `requests` names RequestState fields taken as they are (the traffic's own arrays);
     `records` sizes the latency-attribution fields (shape C) for per-request records;
     `tokenizer_threads` per worker (0: no tokenizer) sizes the tokenizer fields (T, X)."""
-    map_slots = 1 << max(4, int(2 * n_ranks * blocks_per_rank).bit_length())
-    # the calendar ring must span the longest gap between a lazy decoder's events (one block)
-    calendar = 1 << max(6, int(2 * block_size).bit_length())
-    dims = {
-        "N": n_requests,
-        "C": n_requests if records else 1,
-        "T": n_requests if tokenizer_threads else 1,
-        "X": max(1, tokenizer_threads),
-        "R": n_ranks,
-        "W": n_workers,
-        "S": max_running,
-        "B": blocks_per_rank,
-        "K": row_blocks,
-        "M": map_slots,
-        "A": log_capacity,
-        "H": calendar,
-    }
+    dims = shape_dims(
+        n_requests,
+        n_ranks,
+        n_workers,
+        max_running,
+        blocks_per_rank,
+        row_blocks,
+        log_capacity,
+        block_size,
+        records,
+        tokenizer_threads,
+    )
     req = _alloc(RequestState, REQUEST_FIELDS, dims, requests)
     ranks = _alloc(RankState, RANK_FIELDS, dims)
     blocks = _alloc(BlockState, BLOCK_FIELDS, dims)

@@ -124,22 +124,20 @@ def check_state_fits(
             f"{ranks:,} ranks exceed the {INDEX_MAX:,} slots a run can index; lower it or the "
             "replicas"
         )
-    row_blocks = -(-longest_tokens // spec.block_size) + 1
-    map_slots = 1 << max(4, int(2 * ranks * spec.num_blocks).bit_length())
-    dims = {
-        "N": n_requests,
-        "C": 1,  # without per-request records (their own memory check is the records')
-        "T": n_requests if spec.tokenization[0] else 1,
-        "X": max(1, spec.tokenization[0]),
-        "R": ranks,
-        "W": spec.replicas,
-        "S": running,
-        "B": spec.num_blocks,
-        "K": row_blocks,
-        "M": map_slots,
-        "A": 1,
-        "H": 1 << max(6, int(2 * spec.block_size).bit_length()),
-    }
+    from aisim import state as st
+
+    # without per-request records (their own memory check is the records') and one log row
+    dims = st.shape_dims(
+        n_requests,
+        ranks,
+        spec.replicas,
+        running,
+        spec.num_blocks,
+        -(-longest_tokens // spec.block_size) + 1,
+        1,
+        spec.block_size,
+        tokenizer_threads=spec.tokenization[0],
+    )
     need, largest = _state_bytes(dims)
     have = machine_memory_bytes()
     if need > have:
