@@ -5,7 +5,8 @@ kernel. Kernels receive these NamedTuples and mutate them in place; Python reads
 run. Sentinel -1 means "none" for every index column.
 
 Shape symbols: N requests, C requests when per-request records are captured (else 1), T
-requests when a tokenizer runs ahead of admission (else 1), X tokenizer threads per worker, R
+requests when a tokenizer runs ahead of admission (else 1), Q requests when the traffic has
+multi-turn sessions (else 1), X tokenizer threads per worker, R
 scheduler ranks (workers x attention_data), W workers, S running slots per rank
 (max_sequences), B KV blocks per rank, K blocks in one block-table row, M hash-map slots (a
 power of two), A admission-log capacity, H event-calendar buckets.
@@ -17,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from aisim.kernels.codes import SKETCH_BINS
+from aisim.kernels.codes import NUM_COUNTERS, SKETCH_BINS
 
 
 class Field(NamedTuple):
@@ -90,6 +91,13 @@ REQUEST_FIELDS = (
     Field("tok_heap", np.int32, "T", -1, "request index",
           "min-heap of the requests in the tokenizers by (tokenized_ms, index); the length is "
           "counters[CNT_TOKENIZING]"),
+    # multi-turn sessions (shape Q: N when the traffic has sessions, else 1)
+    Field("turn", np.int32, "Q", 0, "index", "turn of its session (0: a session's first request)"),
+    Field("turn_delay_ms", np.float64, "Q", 0.0, "ms",
+          "think time: arrival after the terminal time of the session's previous turn"),
+    Field("release_heap", np.int32, "Q", -1, "request index",
+          "min-heap of the turns released but not arrived by (arrival_ms, index); the length "
+          "is counters[CNT_RELEASING]"),
     # latency attribution, kept only for captured per-request records (shape C: N, else 1)
     Field("alone_ms", np.float64, "C", 0.0, "ms",
           "passes that computed its prompt the first time with no other request in the pass"),
@@ -106,6 +114,8 @@ REQUEST_FIELDS = (
 # drops them once the loop has run, before its summary's temporaries (10 M requests: ~0.8 GB).
 RUN_ONLY_FIELDS = (
     "tok_heap",
+    "release_heap",
+    "turn_delay_ms",
     "slot",
     "wait_next",
     "seq",
@@ -224,9 +234,10 @@ STATS_FIELDS = (
           "pending run of equal ITL gaps not yet merged: gap value, repeat count; then the "
           "pending count of zero gaps (MTP burst tokens)"),
     Field("bins", np.int64, f"2,{SKETCH_BINS}", 0, "count", "DDSketch positive-key counts"),
-    Field("counters", np.int64, "10", 0, "tokens | count",
+    Field("counters", np.int64, f"{NUM_COUNTERS}", 0, "tokens | count",
           "committed_prefill_tokens, passes, preemptions, rejections, admissions, spawned, "
-          "log length, lazy conversions, broken invariant (debug), requests tokenizing"),
+          "log length, lazy conversions, broken invariant (debug), requests tokenizing, turns "
+          "released, next session (kernels/codes.py CNT_*)"),
 )
 # fmt: on
 
@@ -439,6 +450,7 @@ def shape_dims(
     block_size: int,
     records: bool = False,
     tokenizer_threads: int = 0,
+    sessions: bool = False,
 ) -> dict[str, int]:
     """The value of every shape symbol (module doc) for a run of these dimensions: what
     `allocate` allocates, and what the memory check before it counts."""
@@ -446,6 +458,7 @@ def shape_dims(
         "N": n_requests,
         "C": n_requests if records else 1,
         "T": n_requests if tokenizer_threads else 1,
+        "Q": n_requests if sessions else 1,
         "X": max(1, tokenizer_threads),
         "R": n_ranks,
         "W": n_workers,
@@ -471,11 +484,13 @@ def allocate(
     requests: dict[str, np.ndarray] | None = None,
     records: bool = False,
     tokenizer_threads: int = 0,
+    sessions: bool = False,
 ):
     """Allocate every buffer for one run and put the KV pools in their initial state.
     `requests` names RequestState fields taken as they are (the traffic's own arrays);
     `records` sizes the latency-attribution fields (shape C) for per-request records;
-    `tokenizer_threads` per worker (0: no tokenizer) sizes the tokenizer fields (T, X)."""
+    `tokenizer_threads` per worker (0: no tokenizer) sizes the tokenizer fields (T, X);
+    `sessions` the multi-turn fields (Q)."""
     dims = shape_dims(
         n_requests,
         n_ranks,
@@ -487,6 +502,7 @@ def allocate(
         block_size,
         records,
         tokenizer_threads,
+        sessions,
     )
     req = _alloc(RequestState, REQUEST_FIELDS, dims, requests)
     ranks = _alloc(RankState, RANK_FIELDS, dims)

@@ -21,6 +21,13 @@ class Traffic(NamedTuple):
     workload: WorkloadSpec  # what the arrays were drawn from (closed or open loop, cut-off)
     row: np.ndarray | None = None  # int64[N] trace file row of each request; None: synthetic
     pfx_src_tokens: int = 0  # tokens per pfx_hash entry (trace block size); 0: one per KV block
+    turn: np.ndarray | None = None  # int32[N] turn within its session; None: no sessions
+    turn_delay_ms: np.ndarray | None = None  # float64[N] think time before the turn, ms
+
+    @property
+    def sessions(self) -> bool:
+        """Requests are the turns of multi-turn sessions (kernels/sessions.py)."""
+        return self.turn is not None
 
 
 def _chain_hashes(contents: np.ndarray) -> np.ndarray:
@@ -79,4 +86,8 @@ def role_traffic(spec: EngineSpec, workload: WorkloadSpec) -> Traffic:
         from aisim.traffic_trace import trace_traffic
 
         return trace_traffic(spec, workload)
+    if workload.turns > 1:
+        from aisim.traffic_session import session_traffic
+
+        return session_traffic(spec, workload)
     return synthetic(spec, workload)

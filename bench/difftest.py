@@ -139,9 +139,10 @@ def _parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1, help="seed of the sampled space [1]")
     p.add_argument(
         "--space",
-        choices=("default", "models"),
+        choices=("default", "models", "sessions"),
         default="default",
-        help="the model set: default (space 9) or models (Mixtral, MiniMax-M2.5, Kimi-K2, GLM-5)",
+        help="the model set: default, models (Mixtral, MiniMax-M2.5, Kimi-K2, GLM-5, ...) or "
+        "sessions (the default set, every case an aggregated run of multi-turn sessions)",
     )
     p.add_argument("--count", type=int, default=300, help="cases to run (indices 0..N-1) [300]")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder [{DEFAULT_OUT}]")

@@ -98,6 +98,7 @@ MODEL_SPACES = {
         "meta-llama/Llama-4-Maverick-17B-128E-Instruct": 0.12,
     },
 }
+MODEL_SPACES["sessions"] = MODEL_SPACES["default"]  # the default set, every case sessions
 MLA_MODELS = (
     "deepseek-ai/DeepSeek-V3",
     "deepseek-ai/DeepSeek-R1",

@@ -29,12 +29,13 @@ from difftest_models import (
     VLLM_ONLY_MODELS,
     empirical_family,
 )
+from difftest_traffic import Workload, sample_traffic
 
 from aisim.config.registry import BACKEND_VERSION_SLOTS, current_version
 
-SPACE_VERSION = "12"
+SPACE_VERSION = "13"
 """Bump when the sampler changes, so a resumed folder is not mixed (11: EMPIRICAL drawn;
-12: engine.tokenization drawn)."""
+12: engine.tokenization drawn; 13: synthetic-session traffic drawn)."""
 
 DENSE = {"Qwen/Qwen3-0.6B": 16, "Qwen/Qwen3-8B": 32, "Qwen/Qwen3-32B": 64}
 """Dense models shipped in data/models, with their attention heads (tensor must divide them)."""
@@ -138,10 +139,6 @@ def min_gpus_default_capacity(model: str, hardware: str) -> int:
     return n
 
 
-PROMPTS = [4, 16, 60, 64, 100, 128, 200, 256, 300, 500, 512, 777, 1000, 1024, 1500, 2048, 3000]
-OUTPUTS = [1, 2, 3, 8, 16, 20, 32, 50, 64, 100, 128, 200]
-
-
 @dataclass
 class Case:
     """One sampled config, the files beside it and its feature tags."""
@@ -171,19 +168,11 @@ class _Draw:
         return self.rng.randint(lo, hi)
 
 
-@dataclass
-class _Workload:
-    """What the requests look like, enough to size KV pools and budgets around them."""
-
-    prompts: list[int]
-    outputs: list[int]
-    in_flight: int  # rough number of requests that can be in flight at once
-    trace: bool
-
-
 def space_version(space: str = "default") -> str:
     # models2: Kimi-K2; 3: GLM-5-FP8; 4: GLM-5, GLM-5.1-FP8, Kimi-K2.5 and its NVFP4 export;
     # 5: GLM-5-NVFP4; 6: gpt-oss, Llama-4; 7: DeepSeek-V3.2-NVFP4; 8: GLM-5.2-FP8, GLM-5.3-NVFP4
+    if space == "sessions":
+        return f"{SPACE_VERSION}-sessions1"
     return SPACE_VERSION if space == "default" else f"{SPACE_VERSION}-{space}8"
 
 
@@ -192,6 +181,8 @@ def sample_case(seed: int, index: int, space: str = "default") -> Case:
     d = _Draw(random.Random(f"difftest:{space_version(space)}:{seed}:{index}"))
     tags: list[str] = []
     mode = d.pick({"aggregated": 0.65, "disaggregated": 0.35})
+    if space == "sessions":
+        mode = "aggregated"  # sessions in P/D: a documented refusal
     backend = d.pick({"vllm": 0.65, "trtllm": 0.35})
     model = d.pick(MODEL_SPACES[space])
     if model in VLLM_ONLY_MODELS:
@@ -256,7 +247,7 @@ def sample_case(seed: int, index: int, space: str = "default") -> Case:
         }[accepted]
         tags.append("mtp")
 
-    traffic, wl = _traffic(d, tags, mode)
+    traffic, wl = sample_traffic(d, tags, mode, sessions=space == "sessions")
     if d.chance(0.18):
         engine["context_length"] = _context_limit(d, wl)
         tags.append("ctx-limit")
@@ -329,115 +320,7 @@ def _precision(d: _Draw, tags: list[str], engine: dict, model: str, hw: str, tim
 # --------------------------------------------------------------------------- traffic
 
 
-def _traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workload]:
-    if d.chance(0.28):
-        return _trace_traffic(d, tags, mode)
-    prompt = d.one(PROMPTS)
-    output = d.one(OUTPUTS)
-    source: dict = {"type": "synthetic", "input_tokens": prompt, "output_tokens": output}
-    if d.chance(0.3):
-        source["cached_prefix_tokens"] = d.one(
-            [prompt, prompt // 2, min(prompt, 64), max(1, prompt - 1), min(prompt, 100)]
-        )
-        tags.append("cached-prefix")
-    kind = d.pick({"concurrency": 0.5, "poisson": 0.3, "constant_rate": 0.2})
-    tags.append("load:" + kind)
-    if kind == "concurrency":
-        conc = d.one([1, 2, 3, 4, 5, 8, 12, 16, 24, 32, 64])
-        load: dict = {"type": "concurrency", "concurrency": conc}
-        in_flight = conc
-        unit = conc
-    else:
-        rps = d.one([5, 10, 20, 50, 100, 200, 400, 1000])
-        load = {"type": kind, "requests_per_second": rps}
-        if kind == "poisson" and d.chance(0.7):
-            load["seed"] = d.between(0, 1000)
-        in_flight = max(1, min(64, int(rps * 0.05)))
-        unit = rps
-    cap = 150 if prompt * output < 50_000 else 60
-    n = max(1, min(cap, int(in_flight * d.rng.uniform(1.0, 4.0)) + d.between(0, 8)))
-    if d.chance(0.15):
-        stop: dict = {"requests_per_load_unit": round(n / unit, 3) or 0.01}
-        n = max(1, round(stop["requests_per_load_unit"] * unit))
-        if n > cap:
-            stop = {"requests": cap}
-            n = cap
-    else:
-        stop = {"requests": n}
-    traffic = {"source": source, "load": load, "stop": stop}
-    return {"traffic": traffic, "files": {}}, _Workload(
-        [prompt], [output], min(in_flight, n), trace=False
-    )
-
-
-def _trace_traffic(d: _Draw, tags: list[str], mode: str) -> tuple[dict, _Workload]:
-    """A small Mooncake trace with shared prefixes (groups of leading hash ids)."""
-    tags.append("trace")
-    tbs = d.pick({16: 0.15, 32: 0.3, 64: 0.3, 128: 0.15, 512: 0.1})
-    rows_n = d.between(6, 80)
-    groups = [
-        list(range(1000 * (g + 1), 1000 * (g + 1) + d.between(1, max(1, 1536 // tbs))))
-        for g in range(d.between(1, 4))
-    ]
-    next_id = 100_000
-    t = 0.0
-    rows = []
-    mean_gap = d.one([0.0, 1.0, 5.0, 20.0, 60.0])
-    for _ in range(rows_n):
-        ids: list[int] = []
-        if d.chance(0.75):
-            group = d.one(groups)
-            ids = group[: d.between(1, len(group))] if d.chance(0.4) else list(group)
-        extra = d.between(0 if ids else 1, max(1, 1024 // tbs))
-        ids += list(range(next_id, next_id + extra))
-        next_id += extra
-        full = len(ids) * tbs
-        row: dict = {"timestamp": round(t, 3)}
-        if d.chance(0.85):
-            row["input_length"] = d.between(max(1, full - tbs + 1), full)
-        row["output_length"] = d.one(OUTPUTS[:-1])
-        row["hash_ids"] = ids
-        rows.append(row)
-        if mean_gap and not d.chance(0.15):  # some equal timestamps too
-            t += d.rng.expovariate(1.0 / mean_gap)
-    # AISimulate takes mooncake-delta in aggregated mode only (both refuse it in P/D, pinned by
-    # tests/test_config_bad.py), so P/D never draws it
-    fmt = "mooncake-delta" if mode == "aggregated" and d.chance(0.15) else "mooncake"
-    if fmt != "mooncake":
-        tags.append("trace-delta")
-    source = {"type": "trace", "paths": ["trace.jsonl"], "format": fmt, "block_size": tbs}
-    if d.chance(0.5):
-        conc = d.one([1, 2, 4, 8, 16, 32])
-        load: dict = {"type": "concurrency", "concurrency": conc}
-        tags.append("load:concurrency")
-        in_flight = conc
-    else:
-        load = {"type": "trace_timestamps"}
-        if d.chance(0.3):
-            load["speedup"] = d.one([0.5, 2.0, 10.0])
-        tags.append("load:trace_timestamps")
-        in_flight = min(rows_n, 32)
-    traffic: dict = {"source": source, "load": load}
-    if d.chance(0.15):
-        span = max(t, 50.0) / 1000.0
-        traffic["stop"] = {"max_virtual_time_seconds": round(span * d.rng.uniform(0.3, 1.5), 3)}
-        tags.append("cutoff")
-    text = "".join(_json_row(r) + "\n" for r in rows)
-    prompts = [r.get("input_length", len(r["hash_ids"]) * tbs) for r in rows]
-    outputs = [r["output_length"] for r in rows]
-    return (
-        {"traffic": traffic, "files": {"trace.jsonl": text}},
-        _Workload(prompts, outputs, in_flight, trace=True),
-    )
-
-
-def _json_row(row: dict) -> str:
-    import json
-
-    return json.dumps(row, separators=(", ", ": "))
-
-
-def _context_limit(d: _Draw, wl: _Workload) -> int:
+def _context_limit(d: _Draw, wl: Workload) -> int:
     """An integer context_length that truncates outputs or rejects some prompts."""
     prompts = sorted(wl.prompts)
     longest = prompts[-1] + max(wl.outputs)
@@ -489,7 +372,7 @@ def _worker(
     hardware: str,
     backend: str,
     timing_kind: str,
-    wl: _Workload,
+    wl: Workload,
     role: str,
     no_chunk: bool,
     nextn: int,
@@ -540,7 +423,7 @@ def _kv_cache(
     hardware: str,
     backend: str,
     par: dict,
-    wl: _Workload,
+    wl: Workload,
     sched: dict,
     role: str,
     nextn: int,

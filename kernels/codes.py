@@ -88,6 +88,9 @@ CNT_LOG = 6
 CNT_LAZY = 7  # decoders turned lazy (pass compression engaged)
 CNT_BROKEN = 8  # debug: rank * 100 + broken invariant rule (0 = none)
 CNT_TOKENIZING = 9  # requests in the tokenizers (kernels/tokenizer.py: heap length)
+CNT_RELEASING = 10  # session turns released, not arrived yet (kernels/sessions.py: heap length)
+CNT_NEXT_SESSION = 11  # closed-loop sessions: first request of the next session to start
+NUM_COUNTERS = 12
 
 # DDSketch key range per sign (AISimulate keeps up to 32768 bins).
 SKETCH_OFFSET = 16384

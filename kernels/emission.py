@@ -5,7 +5,7 @@ turn lazy."""
 import numpy as np
 
 from aisim.kernels import kv_blocks as kv
-from aisim.kernels import lazy, mtp_step, queues
+from aisim.kernels import lazy, mtp_step, queues, sessions
 from aisim.kernels._jit import helper
 from aisim.kernels.codes import (
     CNT_LAZY,
@@ -157,10 +157,13 @@ def retire_finished(p, req, ranks, blocks, stats, r, t_ms):
                 ranks.held_list[r, ranks.held_len[r]] = q
                 ranks.held_len[r] += 1
                 continue
+            if p.sessions and p.prefix_caching and sessions.has_next_turn(req, q):
+                # the next turn extends this conversation: its blocks become hittable
+                kv.publish_owner_blocks(req, blocks, q, r, req.slot[q])
             queues.free_request_kv(p, req, ranks, blocks, r, q)
             req.status[q] = ReqStatus.FINISHED
             req.terminal_ms[q] = t_ms
-            queues.spawn_next(p, req, stats, t_ms)
+            queues.spawn_next(p, req, stats, q, t_ms)
             continue
         run_list[r, kept] = q
         kept += 1

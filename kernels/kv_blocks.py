@@ -39,13 +39,28 @@ def block_key(req, pfx_hash, i, j, rank):
     a PrefixKeys whose entry block_src[j] of the slice hashes everything up to block j (one
     entry per block for synthetic traffic, one per trace hash id for traces, whose blocks may
     be smaller or larger than the engine's), mixed with j. Every other block holds tokens no
-    other request has, so its key is unique to (request, block).
+    other conversation has, so its key is unique to (conversation, block): `owner_key`.
     """
-    if j < req.pfx_len[i]:
-        h = pfx_hash.hashes[req.pfx_start[i] + pfx_hash.block_src[j]]
-        h = (mix64(h ^ mix64(np.uint64(j + 1))) & _SHARED_MASK) | _OWNER_ONLY
-    else:
-        h = _UNIQUE_BIT | (np.uint64(i) << np.uint64(24)) | np.uint64(j)
+    if j >= req.pfx_len[i]:
+        return owner_key(req, i, j, rank)
+    h = pfx_hash.hashes[req.pfx_start[i] + pfx_hash.block_src[j]]
+    h = (mix64(h ^ mix64(np.uint64(j + 1))) & _SHARED_MASK) | _OWNER_ONLY
+    return _ranked(h, rank)
+
+
+@helper
+def owner_key(req, i, j, rank):
+    """Map key of block j of request i past its shareable prefix: unique to the conversation.
+    A session's turns extend one conversation, so they key it by its first request (block j
+    of every turn holds the same tokens while it lies in the previous turn's sequence)."""
+    owner = i
+    if i < req.turn.shape[0]:
+        owner = i - req.turn[i]
+    return _ranked(_UNIQUE_BIT | (np.uint64(owner) << np.uint64(24)) | np.uint64(j), rank)
+
+
+@helper
+def _ranked(h, rank):
     k = mix64(h ^ mix64(np.uint64(rank)))
     if k <= _OWNER_ONLY:  # 0 and 1 are reserved markers
         k = np.uint64(2)
@@ -272,12 +287,13 @@ def register_full_blocks(req, blocks, pfx_hash, i, r, slot, num_computed, block_
 
 
 @helper
-def publish_owner_blocks(req, blocks, pfx_hash, i, r, slot):
-    """Before request i is preempted: put its owner-only cached blocks into the map."""
+def publish_owner_blocks(req, blocks, i, r, slot):
+    """Before request i is preempted, or completes with a next turn to come: put its
+    owner-only cached blocks into the map."""
     for j in range(req.pfx_len[i], blocks.slot_nhashed[slot]):
         b = blocks.slot_blocks[slot, j]
         if blocks.hash[b] == _OWNER_ONLY:
-            key = block_key(req, pfx_hash, i, j, r)
+            key = owner_key(req, i, j, r)
             map_insert(blocks, key, b)
             blocks.hash[b] = key
             blocks.in_map[b] = True

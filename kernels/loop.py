@@ -2,7 +2,8 @@
 terminal request, in one compiled call (docs/rules.md 1, 2.1, 7.1).
 
 At each distinct event time T: finish the passes ending at T (in pass-start order), then route
-requests created at or before T (closed-loop replacements first, they have lower indices), then
+requests created at or before T (closed-loop replacements first, they have lower indices;
+session turns in (arrival, index) order, kernels/sessions.py), then
 queue the requests whose tokenization ends by T (kernels/tokenizer.py; with no tokenizer a
 routed request is queued at once), then start a pass on every idle worker that has work. A
 worker's `attention_data` ranks run in lock-step (kernels/pool_pass.py): each rank schedules
@@ -12,7 +13,7 @@ and prices its own batch and the group pass lasts as long as the slowest partici
 
 import numpy as np
 
-from aisim.kernels import leap, pool_pass, queues, tokenizer
+from aisim.kernels import leap, pool_pass, queues, sessions, tokenizer
 from aisim.kernels._jit import kernel
 from aisim.kernels.codes import (
     CNT_BROKEN,
@@ -42,7 +43,10 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
     rr_rank = workers.rr_rank
     rr_worker = 0
     routed = 0
-    if p.load_kind == LoadKind.CONCURRENCY:
+    if p.sessions:
+        stats.counters[CNT_SPAWNED] = 0  # every turn arrives through the session heap
+        sessions.start(p, req, stats)
+    elif p.load_kind == LoadKind.CONCURRENCY:
         first = min(p.concurrency, n_req)
         for k in range(first):
             req.arrival_ms[k] = 0.0
@@ -63,6 +67,10 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
                     t_next = workers.ready_ms[w]
         if routed < stats.counters[CNT_SPAWNED]:
             a = req.arrival_ms[routed]
+            if a < t_next:
+                t_next = a if a > t else t
+        if p.sessions:
+            a = sessions.next_arrival(req, stats)
             if a < t_next:
                 t_next = a if a > t else t
         if p.tok_threads > 0:
@@ -89,24 +97,28 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
             if stats.counters[CNT_BROKEN] != 0:
                 return RunResult.INVARIANT, stats.counters[CNT_BROKEN]
         # --- route every request that exists by now (round robin over workers, then ranks)
-        while routed < stats.counters[CNT_SPAWNED] and req.arrival_ms[routed] <= t:
+        while True:
+            if routed < stats.counters[CNT_SPAWNED] and req.arrival_ms[routed] <= t:
+                q = routed
+                routed += 1
+            elif p.sessions and sessions.next_arrival(req, stats) <= t:
+                q = sessions.pop(req, stats)
+            else:
+                break
             w = rr_worker % n_workers
             rr_worker += 1
             d = rr_rank[w] % p.dp_size
             rr_rank[w] += 1
             r = w * p.dp_size + d
-            req.rank[routed] = r
-            req.status[routed] = ReqStatus.WAITING
+            req.rank[q] = r
+            req.status[q] = ReqStatus.WAITING
             if p.tok_threads > 0:
-                tokenizer.enter(p, req, workers, stats, w, routed)
+                tokenizer.enter(p, req, workers, stats, w, q)
             else:
-                queues.push_waiting_back(req, ranks, r, routed)
-            routed += 1
+                queues.push_waiting_back(req, ranks, r, q)
         # --- requests whose tokenization is done by now join their rank's waiting queue
         if p.tok_threads > 0:
-            while tokenizer.next_ready(req, stats) <= t:
-                q = tokenizer.pop(req, stats)
-                queues.push_waiting_back(req, ranks, req.rank[q], q)
+            tokenizer.release_done(req, ranks, stats, t)
         # --- start passes on idle, ready workers with work. A pass of zero duration ends as it
         # starts and the worker is driven again at once, before the requests it completed are
         # replaced (their replacements are routed in the next round at t, docs/rules.md 1.3)
@@ -147,6 +159,8 @@ def run_aggregated(p, req, ranks, blocks, workers, stats, log, pfx_hash, plan, m
             a = np.inf
             if routed < stats.counters[CNT_SPAWNED]:
                 a = req.arrival_ms[routed]
+            if p.sessions:
+                a = min(a, sessions.next_arrival(req, stats))
             if p.tok_threads > 0:
                 a = min(a, tokenizer.next_ready(req, stats))
             t = leap.run(p, req, ranks, workers, stats, plan, memo, t, a)

@@ -193,7 +193,7 @@ def _execute_actions(
                 # closed loop, a replacement arrives at once (AISimulate: terminal "failed")
                 req_p.status[q] = ReqStatus.FAILED
                 req_p.terminal_ms[q] = t_ms
-                queues.spawn_next(params_p, req_d, stats, t_ms)
+                queues.spawn_next(params_p, req_d, stats, q, t_ms)
                 enqueue(pd, PDAction.RELEASE, q)
                 continue
             fifo_push(pd.dlink, pd.pend_head, pd.pend_tail, r, q)
@@ -372,9 +372,7 @@ def run_disaggregated(
                 changed = True
             # --- tokenizations done by t: into the prefill rank's waiting queue
             if params_p.tok_threads > 0:
-                while tokenizer.next_ready(req_p, stats) <= t:
-                    q = tokenizer.pop(req_p, stats)
-                    queues.push_waiting_back(req_p, ranks_p, req_p.rank[q], q)
+                if tokenizer.release_done(req_p, ranks_p, stats, t):
                     changed = True
             # most instants (a decode pass end with no handoff) queue nothing
             if pd.scalars[PD_Q_HEAD] < pd.scalars[PD_Q_TAIL]:

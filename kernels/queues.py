@@ -1,8 +1,10 @@
 """Request queues and lifecycle on one rank: the waiting queue (FCFS, preempted requests at the
 front), KV release, rejection (reported at the end of the pass that tried the admission) and the
-closed-loop spawn of a replacement when a request reaches a terminal state."""
+closed-loop spawn of a replacement (or a session's next turn) when a request reaches a terminal
+state."""
 
 from aisim.kernels import kv_blocks as kv
+from aisim.kernels import sessions
 from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_REJECTIONS,
@@ -13,9 +15,12 @@ from aisim.kernels.codes import (
 
 
 @helper
-def spawn_next(p, req, stats, t_ms):
-    """Closed loop: a request reaching a terminal state brings in the next one at t_ms."""
-    if p.load_kind == LoadKind.CONCURRENCY:
+def spawn_next(p, req, stats, i, t_ms):
+    """Request i reached a terminal state at t_ms: its session's next turn is released
+    (kernels/sessions.py), or, closed loop, the next request arrives now."""
+    if p.sessions:
+        sessions.on_terminal(p, req, stats, i, t_ms)
+    elif p.load_kind == LoadKind.CONCURRENCY:
         k = stats.counters[CNT_SPAWNED]
         if k < req.prompt_len.shape[0]:
             req.arrival_ms[k] = t_ms
@@ -119,7 +124,7 @@ def spawn_rejected(p, req, ranks, stats, r, t_ms):
     workers do meanwhile (a zero-duration pass elsewhere can end first)."""
     i = ranks.rej_head[r]
     while i >= 0:
-        spawn_next(p, req, stats, t_ms)
+        spawn_next(p, req, stats, i, t_ms)
         nxt = req.rej_next[i]
         req.rej_next[i] = -1
         i = nxt

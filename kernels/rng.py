@@ -183,11 +183,17 @@ def host_vector_level() -> int:
     return _host_level
 
 
-def new_stream(seed: int, level: int | None = None) -> np.ndarray:
-    """A seeded state; `level` picks the refill's vector width (default: the host's widest).
+def _unseeded(level: int | None = None) -> np.ndarray:
+    """A state to seed; `level` picks the refill's vector width (default: the host's widest).
     Every level yields the same words."""
     st = np.zeros(STATE_WORDS, dtype=np.uint32)
     st[LEVEL] = host_vector_level() if level is None else level
+    return st
+
+
+def new_stream(seed: int, level: int | None = None) -> np.ndarray:
+    """A seeded state (see `_unseeded` for `level`)."""
+    st = _unseeded(level)
     seed_from_u64(st, np.uint64(seed))
     return st
 
@@ -275,11 +281,35 @@ def fill_poisson_arrivals_ms(st, seed, rate_per_s, out):
         out[k] = t
 
 
+@kernel
+def fill_below(st, seed, bound, out):
+    """rand's `random_range(0..bound)` for a usize bound below 2^32, from a fresh seeded stream:
+    a u32 x, result (x * bound) >> 32, and when the low half exceeds 2^32 - bound one more u32
+    y whose (y * bound) >> 32 carries into it (Canon's method)."""
+    seed_from_u64(st, seed)
+    b = np.uint64(bound)
+    neg = (np.uint64(1) << np.uint64(32)) - b
+    for k in range(out.shape[0]):
+        m = np.uint64(next_u32(st)) * b
+        result = m >> np.uint64(32)
+        lo = m & _M32
+        if lo > neg:
+            extra = (np.uint64(next_u32(st)) * b) >> np.uint64(32)
+            if lo + extra > _M32:
+                result += np.uint64(1)
+        out[k] = result
+
+
+def below(seed: int, bound: int, n: int) -> np.ndarray:
+    """n draws of rand's `random_range(0..bound)` (bound < 2^32) from StdRng seeded by `seed`."""
+    out = np.empty(n, dtype=np.int64)
+    fill_below(_unseeded(), np.uint64(seed), np.int64(bound), out)
+    return out
+
+
 def poisson_arrivals_ms(seed: int, rate_per_s: float, n: int) -> np.ndarray:
     out = np.empty(n, dtype=np.float64)
-    st = np.zeros(STATE_WORDS, dtype=np.uint32)
-    st[LEVEL] = host_vector_level()
-    fill_poisson_arrivals_ms(st, np.uint64(seed), float(rate_per_s), out)
+    fill_poisson_arrivals_ms(_unseeded(), np.uint64(seed), float(rate_per_s), out)
     return out
 
 

@@ -45,7 +45,7 @@ def preempt_last(p, req, ranks, blocks, stats, pfx_hash, r):
         ranks.act_list[r, a] = -1
         ranks.act_len[r] = a
     if p.prefix_caching:
-        kv.publish_owner_blocks(req, blocks, pfx_hash, v, r, req.slot[v])
+        kv.publish_owner_blocks(req, blocks, v, r, req.slot[v])
     queues.free_request_kv(p, req, ranks, blocks, r, v)
     if p.capture and np.isnan(req.preempt_at_ms[v]):
         # time lost runs from the first preemption to the next token (docs/attribution.md)

@@ -4,7 +4,7 @@ Each engine worker has `tok_threads` tokenizer threads. A request routed to the 
 arrival is tokenized first come, first served by the thread that frees first, in
 base + per-token x prompt ms, and joins its rank's waiting queue when done. Requests finishing
 at the same instant join in request order, so the set in flight is a min-heap over
-(tokenized_ms, request index) in `req.tok_heap[:counters[CNT_TOKENIZING]]`.
+(tokenized_ms, request index) in `req.tok_heap[:counters[CNT_TOKENIZING]]` (kernels/minheap.py).
 
 A thread's start is known at the arrival (the threads serve in arrival order), so each request's
 completion is fixed when it enters: the event loop only has to release the heap's top on time.
@@ -12,16 +12,9 @@ completion is fixed when it enters: the event loop only has to release the heap'
 
 import numpy as np
 
+from aisim.kernels import minheap, queues
 from aisim.kernels._jit import helper
 from aisim.kernels.codes import CNT_TOKENIZING
-
-
-@helper
-def _before(req, a, b):
-    """Heap order: a leaves the tokenizer before b."""
-    ta = req.tokenized_ms[a]
-    tb = req.tokenized_ms[b]
-    return ta < tb or (ta == tb and a < b)
 
 
 @helper
@@ -36,15 +29,7 @@ def enter(p, req, workers, stats, w, i):
     done = start + (p.tok_base_ms + float(req.prompt_len[i]) * p.tok_per_token_ms)
     free[w, k] = done
     req.tokenized_ms[i] = done
-    heap = req.tok_heap
-    n = stats.counters[CNT_TOKENIZING]
-    while n > 0:
-        parent = (n - 1) >> 1
-        if not _before(req, i, heap[parent]):
-            break
-        heap[n] = heap[parent]
-        n = parent
-    heap[n] = i
+    minheap.push(req.tokenized_ms, req.tok_heap, stats.counters[CNT_TOKENIZING], i)
     stats.counters[CNT_TOKENIZING] += 1
 
 
@@ -59,22 +44,18 @@ def next_ready(req, stats):
 @helper
 def pop(req, stats):
     """Take the next request out of the tokenizer."""
-    heap = req.tok_heap
-    top = heap[0]
-    n = stats.counters[CNT_TOKENIZING] - 1
-    stats.counters[CNT_TOKENIZING] = n
-    if n > 0:
-        last = heap[n]
-        k = 0
-        while True:
-            c = 2 * k + 1
-            if c >= n:
-                break
-            if c + 1 < n and _before(req, heap[c + 1], heap[c]):
-                c += 1
-            if not _before(req, heap[c], last):
-                break
-            heap[k] = heap[c]
-            k = c
-        heap[k] = last
-    return top
+    n = stats.counters[CNT_TOKENIZING]
+    stats.counters[CNT_TOKENIZING] = n - 1
+    return minheap.pop(req.tokenized_ms, req.tok_heap, n)
+
+
+@helper
+def release_done(req, ranks, stats, t):
+    """Requests whose tokenization ends by t join their rank's waiting queue, in heap order.
+    Returns whether any did."""
+    moved = False
+    while next_ready(req, stats) <= t:
+        q = pop(req, stats)
+        queues.push_waiting_back(req, ranks, req.rank[q], q)
+        moved = True
+    return moved

@@ -59,21 +59,27 @@ def mismatches(got: dict, ref: dict, rtol: float = 1e-9) -> list[str]:
 
 
 def records_mismatches(got: list[dict], ref: list[dict]) -> list[str]:
-    """Compare per-request records by session_id (AISimulate orders ties by a random uuid)."""
-    gmap = {r["session_id"]: r for r in got}
+    """Compare per-request records by (session_id, turn_index) (AISimulate orders ties by a
+    random uuid)."""
+
+    def key(r):
+        return r["session_id"], r.get("turn_index", 0)
+
+    gmap = {key(r): r for r in got}
     bad = []
     if len(got) != len(ref):
         bad.append(f"{len(got)} records, reference has {len(ref)}")
     for r in ref:
-        g = gmap.get(r["session_id"])
+        name = "{}/{}".format(*key(r))
+        g = gmap.get(key(r))
         if g is None:
-            bad.append(f"{r['session_id']}: missing")
+            bad.append(f"{name}: missing")
             continue
         for k, v in r.items():
             if k == "uuid":
                 continue
             if not _close(g.get(k), v):
-                bad.append(f"{r['session_id']}.{k}: got {g.get(k)!r} ref {v!r}")
+                bad.append(f"{name}.{k}: got {g.get(k)!r} ref {v!r}")
                 break
     return bad
 

@@ -11,7 +11,7 @@ import pytest
 from aisim.engine.driver import simulate_pool
 from aisim.engine.workload import WorkloadSpec
 from aisim.errors import CapacityError
-from aisim.traffic import synthetic
+from aisim.traffic import role_traffic, synthetic
 from tests.test_kernel_vs_reference import random_case
 from tests.test_pass_compression import _assert_same
 
@@ -26,7 +26,7 @@ def _run(spec, traffic, fast: bool):
 def _single_rank(seed: int):
     spec, traffic = random_case(seed)
     spec = dataclasses.replace(spec, replicas=1, dp_size=1)
-    return spec, synthetic(spec, traffic.workload)
+    return spec, role_traffic(spec, traffic.workload)
 
 
 @pytest.mark.parametrize("seed", range(1, 1000, 7))

@@ -23,6 +23,7 @@ from aisim.errors import CapacityError
 from aisim.kernels.codes import ReqStatus
 from aisim.models import load_model
 from aisim.traffic import Traffic, synthetic
+from aisim.traffic_session import session_traffic, turn_lengths
 from tests.reference import scheduler as ref
 
 NUM_CASES = 1000
@@ -57,13 +58,46 @@ def _ms(rng: random.Random, lo: float, hi: float) -> float:
 
 def random_case(seed: int):
     """(EngineSpec, Traffic) of one small random deployment (a quarter with a tokenizer ahead
-    of admission, drawn from a stream of its own so the other draws stay as they were)."""
+    of admission, a fifth as multi-turn sessions, each drawn from a stream of its own so the
+    other draws stay as they were)."""
     spec, traffic = _random_case(seed)
     tok = random.Random(seed + 7_000_003)
     if tok.random() < 0.25:
         tokenization = (tok.randint(1, 3), _ms(tok, 0.0, 6.0), tok.choice([0.0, 0.05, 0.37]))
         spec = dataclasses.replace(spec, tokenization=tokenization)
+    sess = random.Random(seed + 9_000_011)
+    if sess.random() < 0.2:
+        spec, traffic = _session_case(sess, spec, traffic.workload)
     return spec, traffic
+
+
+def _session_case(rng: random.Random, spec: EngineSpec, base: WorkloadSpec):
+    """The deployment and load of a case, fed multi-turn sessions instead (chunked prefill on:
+    later turns outgrow the budget)."""
+    ratio = rng.choice([0.0, 0.0, 0.5, 1.0])
+    workload = dataclasses.replace(
+        base,
+        num_requests=0,
+        input_tokens=rng.randint(1, 24),
+        output_tokens=rng.randint(1, 12),
+        turns=rng.randint(2, 4),
+        turn_delay_ms=rng.choice([0.0, float(rng.randint(1, 10)), round(rng.uniform(0, 9), 3)]),
+        shared_prefix_ratio=ratio,
+        prefix_groups=rng.randint(1, 3) if ratio else 0,
+        concurrency=rng.randint(1, 4),
+    )
+    workload = dataclasses.replace(workload, num_requests=rng.randint(1, 5) * workload.turns)
+    spec = dataclasses.replace(spec, chunked_prefill=True, num_blocks=10**6)
+    prompts, _, outs = turn_lengths(spec, workload)
+    live = [
+        (p, o)
+        for p, o in zip(prompts.tolist(), outs.tolist(), strict=True)
+        if spec.max_model_len is None or p < spec.max_model_len
+    ]
+    bs = spec.block_size
+    need = max([max(-(-p // bs), -(-(p + o - 1) // bs)) for p, o in live] or [1])
+    spec = dataclasses.replace(spec, num_blocks=need + rng.choice([0, 0, 1, 2, 4, 12]))
+    return spec, session_traffic(spec, workload)
 
 
 def _random_case(seed: int):
@@ -211,6 +245,7 @@ def reference_of(spec: EngineSpec, traffic: Traffic) -> ref.Simulator:
         tok_threads=spec.tokenization[0],
         tok_base_ms=spec.tokenization[1],
         tok_per_token_ms=spec.tokenization[2],
+        sessions=traffic.sessions,
     )
     specs = []
     for i in range(len(traffic.prompt_len)):
@@ -221,6 +256,8 @@ def reference_of(spec: EngineSpec, traffic: Traffic) -> ref.Simulator:
                 output_len=int(traffic.requested_output_len[i]),
                 arrival_ms=float(traffic.arrival_ms[i]),
                 prefix=[int(h) for h in traffic.pfx_hash[s : s + k]],
+                turn=int(traffic.turn[i]) if traffic.sessions else 0,
+                delay_ms=float(traffic.turn_delay_ms[i]) if traffic.sessions else 0.0,
             )
         )
     return ref.Simulator(cfg, specs)
@@ -237,7 +274,8 @@ def describe(spec: EngineSpec, traffic: Traffic) -> str:
         f"W={spec.replicas} D={spec.dp_size} k={spec.prefill_interval} "
         f"pc={spec.prefix_caching} chunked={spec.chunked_prefill} {spec.timing} "
         f"{spec.prefill_ms}/{spec.decode_ms} {traffic.workload.load} "
-        f"c={traffic.workload.concurrency} tokenizer={spec.tokenization}\n"
+        f"c={traffic.workload.concurrency} tokenizer={spec.tokenization} "
+        f"turns={traffic.workload.turns} delay={traffic.workload.turn_delay_ms}\n"
         f"P={traffic.prompt_len.tolist()}\nO={traffic.requested_output_len.tolist()}\n"
         f"arr={traffic.arrival_ms.tolist()}\npfx_len={traffic.pfx_len.tolist()}"
     )

@@ -30,7 +30,7 @@ NOT_YET_AVAILABLE = frozenset(
         "moe_backend",  # DeepEP / MegaMoE MoE backend (SGLang only in AISimulate 0.13)
         "estimator_options",  # non-default estimator_config, other systems roots, fpm_profile
         "trace_format",  # trace formats other than mooncake / mooncake-delta
-        "session_source",
+        "session_source",  # synthetic-session traffic on P/D pools
         "images",
         "context_parallel",
         "kv_offload",  # host_offload, g3_offload, kvcr, state_cache, prefix_match_unit
@@ -47,6 +47,7 @@ _FIXES = {
     "moe_controls_dense": "AISimulate refuses it too (EPLB and wide-EP slots need an MoE "
     "model); remove it",
     "moe_backend": "AISimulate 0.13 takes it with backend sglang only",
+    "session_source": "run the sessions on an aggregated deployment",
     "estimator_options": "leave it out, or keep the values `aisimulate recommend` writes "
     "(AISimulate's defaults and its packaged database)",
     "default_capacity": "set capacity: {type: fixed, blocks: N}",
@@ -160,8 +161,8 @@ def _found(cfg: Config) -> Iterator[tuple[str, str, str]]:
         yield "trace_format", "traffic.source.format", f"trace format {src.format!r}"
     if getattr(cfg.traffic.load, "agentic_lanes", None) is not None:
         yield "trace_format", "traffic.load.agentic_lanes", "agentic trace lanes"
-    elif src.TYPE == "synthetic-session":
-        yield "session_source", "traffic.source.type", "multi-turn sessions ('synthetic-session')"
+    elif src.TYPE == "synthetic-session" and eng.mode != "aggregated":
+        yield "session_source", "traffic.source.type", "multi-turn sessions in P/D"
     if isinstance(src, SyntheticSource) and src.images is not None:
         yield "images", "traffic.source.images", "image input (EPD)"
     if eng.mode != "aggregated":

@@ -87,7 +87,12 @@ _DIM_FIELDS = {
 
 
 def check_state_fits(
-    spec, n_requests: int, longest_tokens: int, where: str, requests_field: str
+    spec,
+    n_requests: int,
+    longest_tokens: int,
+    where: str,
+    requests_field: str,
+    sessions: bool = False,
 ) -> None:
     """Refuse a run whose state cannot be indexed by the kernels or held in memory.
 
@@ -137,6 +142,7 @@ def check_state_fits(
         1,
         spec.block_size,
         tokenizer_threads=spec.tokenization[0],
+        sessions=sessions,
     )
     need, largest = _state_bytes(dims)
     have = machine_memory_bytes()

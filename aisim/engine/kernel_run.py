@@ -34,7 +34,8 @@ def allocate_pool(
     spec, n: int, rows: int, columns: int, log_capacity: int, inputs: dict, records: bool
 ):
     """One pool's state buffers (aisim.state.allocate) for n requests: rows running slots and
-    `columns` block-table columns per rank; `records` keeps per-request latency attribution.
+    `columns` block-table columns per rank; `records` keeps per-request latency attribution;
+    session inputs (`turn`) size the multi-turn fields.
     Returns (req, ranks, blocks, workers, stats, log)."""
     return st.allocate(
         n,
@@ -48,13 +49,14 @@ def allocate_pool(
         inputs,
         records,
         spec.tokenization[0],
+        "turn" in inputs,
     )
 
 
 def traffic_inputs(traffic: Traffic, closed_loop: bool, with_output: bool = True) -> dict:
     """RequestState fields the kernels only read, as the traffic's own arrays (st.allocate
     `requests`): a 10 M-request run would otherwise hold every length twice. Closed-loop
-    arrivals are written by the kernel, so those get their own array."""
+    arrivals and later session turns' are written by the kernel, so those get their own array."""
     inputs = {
         "prompt_len": np.ascontiguousarray(traffic.prompt_len, np.int64),
         "pfx_start": np.ascontiguousarray(traffic.pfx_start, np.int64),
@@ -62,7 +64,10 @@ def traffic_inputs(traffic: Traffic, closed_loop: bool, with_output: bool = True
     }
     if with_output:
         inputs["output_len"] = np.ascontiguousarray(traffic.output_len, np.int64)
-    if not closed_loop:
+    if traffic.sessions:
+        inputs["turn"] = np.ascontiguousarray(traffic.turn, np.int32)
+        inputs["turn_delay_ms"] = np.ascontiguousarray(traffic.turn_delay_ms, np.float64)
+    elif not closed_loop:
         inputs["arrival_ms"] = np.ascontiguousarray(traffic.arrival_ms, np.float64)
     return inputs
 

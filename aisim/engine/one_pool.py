@@ -67,11 +67,12 @@ def run_once(
     row_blocks = table_columns(longest, spec.block_size)
     max_running = max(1, min(spec.max_seqs, n))
     params = spec.kernel_params(workload, capture, lazy_decode, check_invariants, pass_rows > 0)
+    params = params._replace(sessions=traffic.sessions)
     inputs = traffic_inputs(traffic, workload.closed_loop)
     req, ranks, blocks, workers, stats, log = allocate_pool(
         spec, n, max_running, row_blocks, log_capacity, inputs, capture
     )
-    if workload.closed_loop:
+    if workload.closed_loop or traffic.sessions:
         req.arrival_ms[:] = traffic.arrival_ms
     if no_stats is not None:
         req.no_stats[:] = no_stats

@@ -56,6 +56,7 @@ class KernelParams(NamedTuple):
     tok_threads: int = 0  # tokenizer threads per worker ahead of admission (0: none)
     tok_base_ms: float = 0.0  # tokenization time of a request: base ...
     tok_per_token_ms: float = 0.0  # ... plus this per prompt token
+    sessions: bool = False  # the traffic is multi-turn sessions (kernels/sessions.py)
 
 
 @dataclass(frozen=True)
@@ -243,12 +244,14 @@ def resolve_role(cfg, role: str, workload: WorkloadSpec) -> EngineSpec:
     check_pass_time(spec, cfg.source_path)
     if workload.trace_path is None:
         _check_can_finish(cfg, spec, workload)
+        prompts, _ = _request_shapes(spec, workload)
         check_state_fits(
             spec,
             workload.num_requests,
-            workload.input_tokens + _output_tokens(spec, workload),
+            int(prompts.max()) + _output_tokens(spec, workload),
             cfg.source_path,
-            "traffic.stop.requests",
+            "traffic.stop.sessions" if workload.turns > 1 else "traffic.stop.requests",
+            sessions=workload.turns > 1,
         )
     return spec
 
@@ -392,20 +395,38 @@ def no_request_can_complete(cfg, spec: EngineSpec, workload: WorkloadSpec) -> st
 
 
 def _check_can_finish(cfg, spec: EngineSpec, workload: WorkloadSpec) -> None:
-    """Reject deployments on which a request can never finish (AISimulate loops or aborts)."""
+    """Reject deployments on which a request can never finish (AISimulate loops or aborts).
+    A session's turns are checked one by one (their prompts grow)."""
     where = f"{cfg.source_path}: engine.workers.{spec.role}"
-    p = workload.input_tokens
-    stuck, need, out = never_finishing(spec, [p], [workload.output_tokens])
-    if stuck[0]:
-        raise CapacityError(never_finishing_message(where, p, int(out[0]), int(need[0]), spec))
-    if rejected_at_admission(spec, [p])[0]:
-        # every request is rejected, reported as "no request completed" (a decode pool: the
-        # handoff fails), as AISimulate does
-        return
-    if not spec.chunked_prefill and p > spec.max_tokens and spec.role != "decode":
-        # the first prompt on a rank has no cache hit, so it could never be scheduled
-        raise CapacityError(
-            f"{where}.scheduler.max_batched_tokens: {spec.max_tokens} is smaller than a "
-            f"{p}-token prompt and engine.enable_chunked_prefill is false; the prompt could "
-            "never be scheduled. Raise max_batched_tokens or enable chunked prefill"
-        )
+    prompts, requested = _request_shapes(spec, workload)
+    stuck, need, out = never_finishing(spec, prompts, requested)
+    rejected = rejected_at_admission(spec, prompts)
+    for k, p in enumerate(prompts.tolist()):
+        if stuck[k]:
+            raise CapacityError(never_finishing_message(where, p, int(out[k]), int(need[k]), spec))
+        if rejected[k]:
+            # rejected, reported as "no request completed" when every request is (a decode
+            # pool: the handoff fails), as AISimulate does
+            continue
+        if not spec.chunked_prefill and p > spec.max_tokens and spec.role != "decode":
+            # the first prompt on a rank has no cache hit, so it could never be scheduled
+            turn = f"turn {k} of every session: " if workload.turns > 1 else ""
+            raise CapacityError(
+                f"{where}.scheduler.max_batched_tokens: {spec.max_tokens} is smaller than a "
+                f"{turn}{p}-token prompt and engine.enable_chunked_prefill is false; the prompt "
+                "could never be scheduled. Raise max_batched_tokens or enable chunked prefill"
+            )
+
+
+def _request_shapes(spec: EngineSpec, workload: WorkloadSpec) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt, requested output) of every distinct request shape of a synthetic source: one,
+    or one per turn of a session."""
+    if workload.turns > 1:
+        from aisim.traffic_session import turn_lengths
+
+        prompts, requested, _ = turn_lengths(spec, workload)
+        return prompts, requested
+    return (
+        np.array([workload.input_tokens], dtype=np.int64),
+        np.array([workload.output_tokens], dtype=np.int64),
+    )

@@ -163,7 +163,7 @@ class RequestRecords:
                     "terminal_time_ms": terminal,
                     "ttft_ms": None if first is None else first - arrival,
                     "ttst_ms": None if second is None else second - first,
-                    "turn_index": 0,
+                    "turn_index": turn_index(traffic, i),
                     "uuid": request_uuid(self.run_id, i),
                 }
             )
@@ -315,10 +315,16 @@ def request_uuid(seed: str, i: int) -> str:
 
 
 def session_id(traffic, i: int) -> str:
-    """AISimulate's names: `session_<index>` (synthetic), `request_<file row, 1-based>` (trace)."""
+    """AISimulate's names: `session_<index>` (synthetic; a multi-turn session's index),
+    `request_<file row, 1-based>` (trace)."""
     if traffic.row is None:
-        return f"session_{i}"
+        return f"session_{i // traffic.workload.turns}"
     return f"request_{int(traffic.row[i]) + 1}"
+
+
+def turn_index(traffic, i: int) -> int:
+    """Turn of request i within its session (0 without sessions)."""
+    return 0 if traffic.turn is None else int(traffic.turn[i])
 
 
 _POOL_NAMES = {0: "agg", 1: "prefill", 2: "decode"}

@@ -19,10 +19,12 @@ REQUEST_COLUMNS = [
         "request_index",
         pa.int64(),
         "index",
-        "creation order (synthetic: session_<index>; a trace names its file row instead)",
+        "creation order (synthetic: session_<index>, a session's turns in turn order; a trace "
+        "names its file row instead)",
         False,
     ),
     column("session_id", pa.string(), "id", "AISimulate session id", False),
+    column("turn_index", pa.int32(), "index", "turn within its session (0: no sessions)", False),
     column(
         "terminal_status",
         pa.string(),

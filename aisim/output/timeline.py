@@ -172,7 +172,8 @@ def _requests(path: Path, writer, uuid, cut: Cut) -> int:
                 root = uuid()
                 writer.track(root, "requests")
             track = uuid()
-            writer.track(track, f"request {index}", root)
+            turn = int(rec.get("turn_index") or 0)  # a session's later turns share its index
+            writer.track(track, f"request {index}" + (f" turn {turn}" if turn else ""), root)
             args = {"input_tokens": rec["input_length"], "output_tokens": rec["output_length"]}
             for name, start, end in phases:
                 writer.slice(track, name, _ns(start), _ns(end), args)

@@ -19,6 +19,9 @@ Rules implemented (section numbers of docs/rules.md):
 * 2.3  the tokenizer: each worker's threads tokenize its requests first come, first served;
        a request joins its rank's waiting queue when done (ties in request order).
 * 7.2  prefill_schedule_interval deferral (vLLM, attention_data > 1).
+* 10.5 multi-turn sessions: a turn arrives at its predecessor's terminal time plus its think
+       time (closed loop: a session's last turn starts the next session); a conversation's
+       own blocks are keyed by its first turn.
 """
 
 from __future__ import annotations
@@ -88,14 +91,17 @@ class Config:
     tok_threads: int = 0  # tokenizer threads per worker (0: none)
     tok_base_ms: float = 0.0
     tok_per_token_ms: float = 0.0
+    sessions: bool = False  # requests are the turns of multi-turn sessions, session by session
 
 
 @dataclass
 class RequestSpec:
     prompt_len: int
     output_len: int  # as requested (before truncation / clamping)
-    arrival_ms: float  # open loop only
+    arrival_ms: float  # open loop only (sessions: first turns only)
     prefix: list = field(default_factory=list)  # content keys of the shareable leading blocks
+    turn: int = 0  # turn within its session
+    delay_ms: float = 0.0  # think time after the previous turn's terminal time
 
 
 class Block:
@@ -111,6 +117,8 @@ class Request:
         self.prompt = spec.prompt_len
         self.prefix = list(spec.prefix)
         self.arrival = spec.arrival_ms
+        self.turn = spec.turn
+        self.delay = spec.delay_ms
         # Output the request can emit: max_model_len truncation and the TRT-LLM pool clamp
         # (docs/rules.md 3.2)
         self.requested = spec.output_len
@@ -141,10 +149,11 @@ class Request:
         return self.prompt + self.generated
 
     def key(self, j: int):
-        """Content key of block j: shared prefix keys first, then blocks nobody else has."""
+        """Content key of block j: shared prefix keys first, then blocks only its conversation
+        has (a session's turns extend one conversation: keyed by its first turn)."""
         if j < len(self.prefix):
             return ("shared", self.prefix[j])
-        return ("own", self.idx, j)
+        return ("own", self.idx - self.turn, j)
 
 
 class KVPool:
@@ -496,8 +505,8 @@ class Worker:
 
     def finish_pass(self) -> None:
         for k in self.in_pass:
-            for _ in k.rejected:
-                self.sim.replace(self.end)
+            for r in k.rejected:
+                self.sim.replace(self.end, r)
             k.rejected = []
             k.emit(self.end)
         self.in_pass = []
@@ -523,6 +532,9 @@ class Simulator:
         self.tok_free = [[0.0] * cfg.tok_threads for _ in self.workers]
         self.tokenizing: list[tuple[float, int, Request]] = []
         self.tokenized: dict[int, float] = {}
+        # sessions: turns whose arrival is known, not routed yet; the next session to start
+        self.pending: list[Request] = []
+        self.next_session = 0
 
     def create(self, arrival: float) -> None:
         r = self.requests[len(self.created)]
@@ -532,11 +544,33 @@ class Simulator:
     def retire(self, r: Request, status: str, now: float) -> None:
         r.status = status
         r.terminal = now
-        self.replace(now)
+        self.replace(now, r)
 
-    def replace(self, now: float) -> None:
+    def replace(self, now: float, r: Request) -> None:
+        """r is terminal at `now`: its session's next turn arrives after its think time, or
+        (closed loop) the next request or session arrives at once."""
+        if self.cfg.sessions:
+            nxt = r.idx + 1
+            if nxt < len(self.requests) and self.requests[nxt].turn > 0:
+                self.requests[nxt].arrival = now + self.requests[nxt].delay
+                self.pending.append(self.requests[nxt])
+            elif self.cfg.load == "concurrency":
+                self.start_session(now)
+            return
         if self.cfg.load == "concurrency" and len(self.created) < len(self.requests):
             self.create(now)  # closed loop: the replacement arrives at once
+
+    def start_session(self, now: float) -> None:
+        """Closed loop: the next session's first turn arrives now."""
+        i = self.next_session
+        if i >= len(self.requests):
+            return
+        self.requests[i].arrival = now
+        self.pending.append(self.requests[i])
+        i += 1
+        while i < len(self.requests) and self.requests[i].turn > 0:
+            i += 1
+        self.next_session = i
 
     def route(self, r: Request) -> None:
         w = self.workers[self.rr_worker % len(self.workers)]
@@ -564,7 +598,13 @@ class Simulator:
             self.ranks[r.rank].waiting.append(r)
 
     def run(self) -> Simulator:
-        if self.cfg.load == "concurrency":
+        if self.cfg.sessions:
+            if self.cfg.load == "concurrency":
+                for _ in range(self.cfg.concurrency):
+                    self.start_session(0.0)
+            else:
+                self.pending = [r for r in self.requests if r.turn == 0]
+        elif self.cfg.load == "concurrency":
             for _ in range(min(self.cfg.concurrency, len(self.requests))):
                 self.create(0.0)
         else:
@@ -575,6 +615,7 @@ class Simulator:
             times = [w.end for w in self.workers if w.busy]
             if self.routed < len(self.created):
                 times.append(max(now, self.created[self.routed].arrival))
+            times += [max(now, r.arrival) for r in self.pending]
             times += [max(now, e[0]) for e in self.tokenizing]
             if not times:
                 break
@@ -587,6 +628,13 @@ class Simulator:
             while self.routed < len(self.created) and self.created[self.routed].arrival <= now:
                 self.route(self.created[self.routed])
                 self.routed += 1
+            # session turns due by now, in (arrival, index) order
+            due = sorted(
+                (r for r in self.pending if r.arrival <= now), key=lambda r: (r.arrival, r.idx)
+            )
+            self.pending = [r for r in self.pending if r.arrival > now]
+            for r in due:
+                self.route(r)
             self.release_tokenized(now)
             for w in self.workers:
                 if not w.busy and w.has_work():
