@@ -93,6 +93,9 @@ REQUEST_FIELDS = (
           "counters[CNT_TOKENIZING]"),
     # multi-turn sessions (shape Q: N when the traffic has sessions, else 1)
     Field("turn", np.int32, "Q", 0, "index", "turn of its session (0: a session's first request)"),
+    Field("conv", np.int32, "Q", 0, "request index",
+          "the request that names its conversation's own KV blocks (kernels/kv_blocks.py: "
+          "owner_key): a synthetic session's first turn; itself for a trace's full prompts"),
     Field("turn_delay_ms", np.float64, "Q", 0.0, "ms",
           "think time: arrival after the terminal time of the session's previous turn"),
     Field("release_heap", np.int32, "Q", -1, "request index",
@@ -116,6 +119,7 @@ RUN_ONLY_FIELDS = (
     "tok_heap",
     "release_heap",
     "turn_delay_ms",
+    "conv",
     "slot",
     "wait_next",
     "seq",

@@ -23,6 +23,7 @@ class Traffic(NamedTuple):
     pfx_src_tokens: int = 0  # tokens per pfx_hash entry (trace block size); 0: one per KV block
     turn: np.ndarray | None = None  # int32[N] turn within its session; None: no sessions
     turn_delay_ms: np.ndarray | None = None  # float64[N] think time before the turn, ms
+    conv: np.ndarray | None = None  # int32[N] request keying its conversation's own blocks
 
     @property
     def sessions(self) -> bool:

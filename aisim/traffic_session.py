@@ -107,4 +107,5 @@ def session_traffic(spec: EngineSpec, workload: WorkloadSpec):
         workload=workload,
         turn=turn,
         turn_delay_ms=delay,
+        conv=np.repeat(np.arange(0, n, turns, dtype=np.int32), turns),
     )

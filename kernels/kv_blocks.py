@@ -51,11 +51,12 @@ def block_key(req, pfx_hash, i, j, rank):
 @helper
 def owner_key(req, i, j, rank):
     """Map key of block j of request i past its shareable prefix: unique to the conversation.
-    A session's turns extend one conversation, so they key it by its first request (block j
-    of every turn holds the same tokens while it lies in the previous turn's sequence)."""
+    The turns of a synthetic session extend one conversation, so they key it by its first
+    request, `req.conv` (block j of every turn holds the same tokens while it lies in the
+    previous turn's sequence)."""
     owner = i
-    if i < req.turn.shape[0]:
-        owner = i - req.turn[i]
+    if i < req.conv.shape[0]:
+        owner = req.conv[i]
     return _ranked(_UNIQUE_BIT | (np.uint64(owner) << np.uint64(24)) | np.uint64(j), rank)
 
 

@@ -258,6 +258,7 @@ def reference_of(spec: EngineSpec, traffic: Traffic) -> ref.Simulator:
                 prefix=[int(h) for h in traffic.pfx_hash[s : s + k]],
                 turn=int(traffic.turn[i]) if traffic.sessions else 0,
                 delay_ms=float(traffic.turn_delay_ms[i]) if traffic.sessions else 0.0,
+                conv=int(traffic.conv[i]) if traffic.sessions else None,
             )
         )
     return ref.Simulator(cfg, specs)

@@ -67,6 +67,7 @@ def traffic_inputs(traffic: Traffic, closed_loop: bool, with_output: bool = True
     if traffic.sessions:
         inputs["turn"] = np.ascontiguousarray(traffic.turn, np.int32)
         inputs["turn_delay_ms"] = np.ascontiguousarray(traffic.turn_delay_ms, np.float64)
+        inputs["conv"] = np.ascontiguousarray(traffic.conv, np.int32)
     elif not closed_loop:
         inputs["arrival_ms"] = np.ascontiguousarray(traffic.arrival_ms, np.float64)
     return inputs

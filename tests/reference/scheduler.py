@@ -102,6 +102,7 @@ class RequestSpec:
     prefix: list = field(default_factory=list)  # content keys of the shareable leading blocks
     turn: int = 0  # turn within its session
     delay_ms: float = 0.0  # think time after the previous turn's terminal time
+    conv: int | None = None  # request keying its conversation's own blocks (None: itself)
 
 
 class Block:
@@ -119,6 +120,7 @@ class Request:
         self.arrival = spec.arrival_ms
         self.turn = spec.turn
         self.delay = spec.delay_ms
+        self.conv = idx if spec.conv is None else spec.conv
         # Output the request can emit: max_model_len truncation and the TRT-LLM pool clamp
         # (docs/rules.md 3.2)
         self.requested = spec.output_len
@@ -150,10 +152,10 @@ class Request:
 
     def key(self, j: int):
         """Content key of block j: shared prefix keys first, then blocks only its conversation
-        has (a session's turns extend one conversation: keyed by its first turn)."""
+        has (a synthetic session's turns extend one conversation: keyed by its first turn)."""
         if j < len(self.prefix):
             return ("shared", self.prefix[j])
-        return ("own", self.idx - self.turn, j)
+        return ("own", self.conv, j)
 
 
 class KVPool:
