@@ -24,6 +24,7 @@ class Traffic(NamedTuple):
     turn: np.ndarray | None = None  # int32[N] turn within its session; None: no sessions
     turn_delay_ms: np.ndarray | None = None  # float64[N] think time before the turn, ms
     conv: np.ndarray | None = None  # int32[N] request keying its conversation's own blocks
+    session_names: list[str] | None = None  # a session trace's session id of each request
 
     @property
     def sessions(self) -> bool:

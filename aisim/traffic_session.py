@@ -26,14 +26,10 @@ def turn_lengths(spec: EngineSpec, workload: WorkloadSpec) -> tuple[np.ndarray, 
     prompts, outs = [], []
     prompt = new
     for _ in range(workload.turns):
-        out = requested
-        if spec.max_model_len is not None and prompt < spec.max_model_len:
-            out = min(out, spec.max_model_len - prompt)
-        if spec.backend == "trtllm":
-            out = min(out, spec.num_blocks * spec.block_size - prompt)
+        out = output_for(spec, prompt, requested)
         prompts.append(prompt)
         outs.append(out)
-        prompt += (0 if _rejected(spec, prompt, out) else out) + new
+        prompt += (0 if rejected(spec, prompt, out) else out) + new
     return (
         np.array(prompts, dtype=np.int64),
         np.full(workload.turns, requested, dtype=np.int64),
@@ -41,7 +37,17 @@ def turn_lengths(spec: EngineSpec, workload: WorkloadSpec) -> tuple[np.ndarray, 
     )
 
 
-def _rejected(spec: EngineSpec, prompt: int, out: int) -> bool:
+def output_for(spec: EngineSpec, prompt: int, requested: int) -> int:
+    """Tokens a turn emits: truncated to the context, clamped to a TRT-LLM pool (3.2)."""
+    out = requested
+    if spec.max_model_len is not None and prompt < spec.max_model_len:
+        out = min(out, spec.max_model_len - prompt)
+    if spec.backend == "trtllm":
+        out = min(out, spec.num_blocks * spec.block_size - prompt)
+    return out
+
+
+def rejected(spec: EngineSpec, prompt: int, out: int) -> bool:
     """A turn that can never run is rejected and emits nothing (docs/rules.md 3.3)."""
     if spec.max_model_len is not None and prompt >= spec.max_model_len:
         return True

@@ -31,7 +31,7 @@ from aisim.engine.bounds import (
     never_finishing,
     never_finishing_message,
 )
-from aisim.errors import CapacityError, ConfigError, NotAvailableError, note
+from aisim.errors import CapacityError, ConfigError, note
 from aisim.traffic import Traffic
 
 _U64_MAX = (1 << 64) - 1
@@ -51,6 +51,10 @@ class TraceRows(NamedTuple):
     hash_off: np.ndarray  # int64[N + 1] CSR offsets into hash_ids
     hash_ids: np.ndarray  # uint64[H] source block ids
     line: np.ndarray | None = None  # int64[N] the file line (1-based) of each row
+    # multi-turn session fields (None when no row has one; aisim.trace_sessions)
+    session: list | None = None  # per row its `session_id`, or None
+    delay_ms: np.ndarray | None = None  # float64[N] `delay` / `delay_ms`, NaN where absent
+    stamped: np.ndarray | None = None  # bool[N] the row carries a timestamp
 
 
 def _open_regular(path: str):
@@ -198,6 +202,9 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
     outs: list[int] = []
     offs = [0]
     ids: list[int] = []
+    sessions: list = []
+    delays: list[float] = []
+    stamped: list[bool] = []
     with _open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
@@ -216,12 +223,7 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
                 ) from None
             if not isinstance(row, dict):
                 raise ConfigError(f"{where}: each row must be a JSON object")
-            for key in _SESSION_KEYS:
-                if key in row:
-                    raise NotAvailableError(
-                        f"{where}: {key}: multi-turn trace sessions are not available yet in "
-                        "aisim; remove the session fields"
-                    )
+            session, delay = _session_fields(row, where)
             h = row.get("hash_ids")
             if (
                 not isinstance(h, list)
@@ -256,18 +258,43 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
                 raise ConfigError(
                     f"{where}: {name} must be a number of milliseconds, finite (got {show(ts)})"
                 )
+            stamped.append(_field(row, ("timestamp", "created_time"))[1] is not None)
             stamps.append(float(ts))
             ins.append(inp)
             outs.append(out)
             ids.extend(h)
             offs.append(len(ids))
+            sessions.append(session)
+            delays.append(delay)
+    with_sessions = any(s is not None for s in sessions) or not all(map(math.isnan, delays))
     return TraceRows(
         np.array(stamps, dtype=np.float64),
         np.array(ins, dtype=np.int64),
         np.array(outs, dtype=np.int64),
         np.array(offs, dtype=np.int64),
         np.array(ids, dtype=np.uint64),
+        session=sessions if with_sessions else None,
+        delay_ms=np.array(delays, dtype=np.float64) if with_sessions else None,
+        stamped=np.array(stamped, dtype=bool) if with_sessions else None,
     )
+
+
+def _session_fields(row: dict, where: str) -> tuple[str | None, float]:
+    """(session_id or None, delay ms or NaN) of a row, checked."""
+    session = row.get("session_id")
+    if session is not None and not isinstance(session, str):
+        raise ConfigError(f"{where}: session_id must be a string (got {show(session)})")
+    given = [k for k in ("delay", "delay_ms") if row.get(k) is not None]
+    if len(given) > 1:
+        raise ConfigError(f"{where}: delay and delay_ms both set; keep one")
+    if not given:
+        return session, math.nan
+    delay = row[given[0]]
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay < math.inf:
+        raise ConfigError(
+            f"{where}: {given[0]} must be a finite number of milliseconds >= 0 (got {show(delay)})"
+        )
+    return session, float(delay)
 
 
 # --------------------------------------------------------------------------- prefix keys
@@ -331,6 +358,16 @@ def trace_traffic(spec, workload) -> Traffic:
     w = workload
     rows = read_trace(w.trace_path, w.trace_block_size)
     n = len(rows.output_len)
+    if rows.session is not None:
+        from aisim.trace_sessions import session_trace_traffic
+
+        traffic = session_trace_traffic(spec, w, rows)
+        _check_can_finish(spec, traffic)
+        longest = int((traffic.prompt_len + traffic.output_len).max())
+        check_state_fits(
+            spec, n, longest, w.trace_path, f"traffic.source.paths ({n:,} rows)", sessions=True
+        )
+        return traffic
     if w.load == "trace_timestamps":
         # requests arrive at their own timestamps, re-based to the earliest, in a stable order
         # (AISimulate replays out-of-order rows in timestamp order too: said, not refused)

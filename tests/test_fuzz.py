@@ -148,6 +148,7 @@ FIELDS = [
     "input_tokens",
     "output_tokens",
     "session_id",
+    "delay",
 ]
 ROW_VALUES = st.one_of(VALUES, st.lists(st.integers(-2, 2**64 + 2), max_size=4))
 TEXT_EDITS = st.sampled_from(["", "join", "blank", "garbage", "nan", "deep", "bom", "crlf"])

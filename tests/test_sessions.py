@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from aisim.cli import main
 from aisim.config import load_config, unsupported_features
 from aisim.engine.deployment import resolve_run
-from aisim.errors import CapacityError
+from aisim.errors import CapacityError, ConfigError, NotAvailableError
 from aisim.kernels.rng import below
 from aisim.prediction import run_prediction
 from aisim.traffic import role_traffic
@@ -149,3 +149,90 @@ def test_a_later_turn_that_could_never_finish_is_refused(tmp_path: Path) -> None
     # 3 turns of 100 + 20: turn 2 needs ceil(359 / 16) = 23 blocks of a 22-block pool
     with pytest.raises(CapacityError, match=r"kv_cache\.capacity\.blocks: a request of 340 prompt"):
         resolve_run(load_config(_config(tmp_path, blocks=22)))
+
+
+TRACE = """\
+traffic:
+  source: {type: trace, paths: [t.jsonl], format: FORMAT, block_size: 16}
+  load: {type: trace_timestamps}
+engine:
+  mode: aggregated
+  model: Qwen/Qwen3-32B
+  hardware: b200_sxm
+  workers:
+    aggregated:
+      parallelism: {replicas: 1, tensor: 4}
+      kv_cache: {block_size: 16, capacity: {type: fixed, blocks: 400}}
+      timing: {type: fixed, prefill_ms: 10, decode_ms: 1}
+"""
+
+
+def _trace(tmp_path: Path, rows: list[dict], fmt: str = "mooncake") -> str:
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = tmp_path / "trace.yaml"
+    path.write_text(TRACE.replace("FORMAT", fmt))
+    return str(path)
+
+
+def _row(**kw) -> dict:
+    return {"input_length": 32, "output_length": 4, "hash_ids": [1, 2], **kw}
+
+
+def test_trace_turns_follow_their_predecessor(tmp_path: Path) -> None:
+    rows = [
+        _row(session_id="a", timestamp=100),
+        _row(session_id="b", timestamp=103),
+        _row(session_id="a", delay=7, hash_ids=[1, 2, 3], input_length=48),
+        _row(timestamp=104),  # a session of its own
+        _row(session_id="b", timestamp=150, hash_ids=[1, 2, 4]),
+    ]
+    pred = run_prediction(_trace(tmp_path, rows), capture=True)
+    rec = {(r["session_id"], r["turn_index"]): r for r in pred.records}
+    assert sorted(rec) == [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("request_4", 0)]
+    assert [rec[(s, 0)]["arrival_time_ms"] for s in ("a", "b", "request_4")] == [0.0, 3.0, 4.0]
+    assert rec[("a", 1)]["arrival_time_ms"] == rec[("a", 0)]["terminal_time_ms"] + 7
+    assert rec[("b", 1)]["arrival_time_ms"] == rec[("b", 0)]["terminal_time_ms"] + 47
+    # full prompts: the hash-id prefix (2 blocks) is reused, the previous output is not
+    assert rec[("a", 1)]["first_admission_reused_input_tokens"] == 32
+
+
+def test_delta_turns_accumulate_the_conversation(tmp_path: Path) -> None:
+    rows = [_row(session_id="a", timestamp=0), _row(session_id="a", hash_ids=[5, 6])]
+    pred = run_prediction(_trace(tmp_path, rows, "mooncake-delta"), capture=True)
+    second = next(r for r in pred.records if r["turn_index"] == 1)
+    assert second["input_length"] == 32 + 4 + 32
+    assert second["first_admission_reused_input_tokens"] == 32  # 35 computed: 2 full blocks
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([_row(session_id="a", delay=5)], r"t\.jsonl:1: delay 5 on the first turn of session 'a'"),
+        (
+            [_row(session_id="a", timestamp=50), _row(session_id="a", timestamp=20)],
+            r"t\.jsonl:2: timestamp 20 is earlier than session 'a'",
+        ),
+        (
+            [_row(session_id="a"), _row(session_id="a", timestamp=20)],
+            r"t\.jsonl:2: session 'a' has no earlier timestamp",
+        ),
+        ([_row(session_id=7)], r"t\.jsonl:1: session_id must be a string"),
+        ([_row(delay=1, delay_ms=2)], r"t\.jsonl:1: delay and delay_ms both set"),
+        ([_row(session_id="a", delay=-1)], r"t\.jsonl:1: delay must be a finite number"),
+    ],
+)
+def test_bad_session_rows_name_their_line(tmp_path: Path, rows, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        run_prediction(_trace(tmp_path, rows))
+
+
+def test_trace_sessions_in_pd_are_refused(tmp_path: Path) -> None:
+    text = TRACE.replace("mode: aggregated", "mode: disaggregated").replace(
+        "    aggregated:\n", "    prefill:\n"
+    )
+    text += text[text.index("    prefill:\n") :].replace("prefill:", "decode:")
+    (tmp_path / "t.jsonl").write_text(json.dumps(_row(session_id="a")) + "\n")
+    path = tmp_path / "pd.yaml"
+    path.write_text(text.replace("FORMAT", "mooncake"))
+    with pytest.raises(NotAvailableError, match="multi-turn trace sessions in P/D"):
+        run_prediction(str(path))

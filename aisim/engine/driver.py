@@ -21,7 +21,14 @@ from aisim.engine.deployment import RunSpec
 from aisim.engine.kernel_run import timing_arrays
 from aisim.engine.pool import Pool
 from aisim.errors import CapacityError
-from aisim.kernels.codes import CNT_SPAWNED, CNT_TOKENIZING, PD_XFERS, ReqStatus, RunResult
+from aisim.kernels.codes import (
+    CNT_RELEASING,
+    CNT_SPAWNED,
+    CNT_TOKENIZING,
+    PD_XFERS,
+    ReqStatus,
+    RunResult,
+)
 from aisim.traffic import Traffic, role_traffic
 
 
@@ -186,7 +193,10 @@ def _events_left(out) -> bool:
     tokenization, an arrival), that is at a cut-off rather than out of events?"""
     if any(workers.busy.any() for _, _, workers in out.pools):
         return True
-    if out.handoff.scalars[PD_XFERS] > 0 or out.stats.counters[CNT_TOKENIZING] > 0:
+    counters = out.stats.counters
+    if out.handoff.scalars[PD_XFERS] > 0 or counters[CNT_TOKENIZING] > 0:
+        return True
+    if counters[CNT_RELEASING] > 0:  # a session turn released, not arrived yet
         return True
     # spawned (open loop: every request) but not arrived yet; a closed loop's later requests
     # arrive only at a completion, itself an event

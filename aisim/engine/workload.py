@@ -22,6 +22,7 @@ class WorkloadSpec:
     cached_prefix_tokens: int = 0  # synthetic prompt tokens every request shares
     trace_path: str | None = None  # trace sources: the resolved JSONL file
     trace_block_size: int = 0  # tokens per trace hash id
+    trace_format: str = "mooncake"  # mooncake | mooncake-delta (session rows accumulate)
     trace_speedup: float = 1.0  # trace_timestamps load: timestamps are divided by it
     max_time_ms: float = float("inf")  # soft cut-off (stop.max_virtual_time_seconds), ms
     turns: int = 1  # synthetic-session: turns per session (requests = sessions x turns)
@@ -49,6 +50,7 @@ def resolve_workload(cfg) -> WorkloadSpec:
         fields.update(
             trace_path=str(src.paths[0]),
             trace_block_size=int(src.block_size),
+            trace_format=str(src.format),
             trace_speedup=float(getattr(load, "speedup", 1.0) or 1.0),
         )
     if src.TYPE == "synthetic-session":

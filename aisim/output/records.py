@@ -316,7 +316,9 @@ def request_uuid(seed: str, i: int) -> str:
 
 def session_id(traffic, i: int) -> str:
     """AISimulate's names: `session_<index>` (synthetic; a multi-turn session's index),
-    `request_<file row, 1-based>` (trace)."""
+    `request_<file row, 1-based>` (trace), a session trace's own ids."""
+    if traffic.session_names is not None:
+        return traffic.session_names[i]
     if traffic.row is None:
         return f"session_{i // traffic.workload.turns}"
     return f"request_{int(traffic.row[i]) + 1}"
