@@ -21,10 +21,14 @@ class Workload:
 
 def sample_traffic(d, tags: list[str], mode: str, sessions: bool = False) -> tuple[dict, Workload]:
     """The traffic of one case (`sessions`: always multi-turn sessions)."""
-    if sessions or (mode == "aggregated" and d.chance(0.25)):  # in P/D: a documented refusal
+    if sessions:
+        if d.chance(0.6):
+            return _session_traffic(d, tags)
+        return _trace_traffic(d, tags, mode, sessions=True)
+    if mode == "aggregated" and d.chance(0.25):  # sessions in P/D: a documented refusal
         return _session_traffic(d, tags)
     if d.chance(0.28):
-        return _trace_traffic(d, tags, mode)
+        return _trace_traffic(d, tags, mode, sessions=mode == "aggregated" and d.chance(0.25))
     prompt = d.one(PROMPTS)
     output = d.one(OUTPUTS)
     source: dict = {"type": "synthetic", "input_tokens": prompt, "output_tokens": output}
@@ -111,8 +115,9 @@ def _session_traffic(d, tags: list[str]) -> tuple[dict, Workload]:
     )
 
 
-def _trace_traffic(d, tags: list[str], mode: str) -> tuple[dict, Workload]:
-    """A small Mooncake trace with shared prefixes (groups of leading hash ids)."""
+def _trace_traffic(d, tags: list[str], mode: str, sessions: bool = False) -> tuple[dict, Workload]:
+    """A small Mooncake trace with shared prefixes (groups of leading hash ids); `sessions`:
+    its rows are the turns of interleaved multi-turn sessions (docs/rules.md 10.6)."""
     tags.append("trace")
     tbs = d.pick({16: 0.15, 32: 0.3, 64: 0.3, 128: 0.15, 512: 0.1})
     rows_n = d.between(6, 80)
@@ -144,6 +149,10 @@ def _trace_traffic(d, tags: list[str], mode: str) -> tuple[dict, Workload]:
     # AISimulate takes mooncake-delta in aggregated mode only (both refuse it in P/D, pinned by
     # tests/test_config_bad.py), so P/D never draws it
     fmt = "mooncake-delta" if mode == "aggregated" and d.chance(0.15) else "mooncake"
+    if sessions:
+        fmt = "mooncake-delta" if d.chance(0.4) else "mooncake"
+        rows = _as_sessions(d, rows, fmt, tbs)
+        tags.append("trace-sessions")
     if fmt != "mooncake":
         tags.append("trace-delta")
     source = {"type": "trace", "paths": ["trace.jsonl"], "format": fmt, "block_size": tbs}
@@ -166,10 +175,62 @@ def _trace_traffic(d, tags: list[str], mode: str) -> tuple[dict, Workload]:
     text = "".join(_json_row(r) + "\n" for r in rows)
     prompts = [r.get("input_length", len(r["hash_ids"]) * tbs) for r in rows]
     outputs = [r["output_length"] for r in rows]
+    if sessions and fmt == "mooncake-delta":  # a turn holds the conversation so far
+        prompts = _conversation_lengths(rows, prompts, outputs)
     return (
         {"traffic": traffic, "files": {"trace.jsonl": text}},
         Workload(prompts, outputs, in_flight, trace=True),
     )
+
+
+def _as_sessions(d, rows: list[dict], fmt: str, tbs: int) -> list[dict]:
+    """The rows cut into sessions of 1-5 turns, interleaved in the file. A later turn drops its
+    timestamp for a delay, a delay_ms, a later timestamp or nothing; with `mooncake` its hash
+    ids extend its predecessor's (the whole conversation), with `mooncake-delta` they are
+    what it adds."""
+    sessions, i = [], 0
+    while i < len(rows):
+        k = d.between(1, 5)
+        sessions.append(rows[i : i + k])
+        i += k
+    for s, turns in enumerate(sessions):
+        last_ts = turns[0]["timestamp"]
+        for k, row in enumerate(turns):
+            if len(turns) > 1 or d.chance(0.8):
+                row["session_id"] = f"conv-{s}"
+            if k == 0:
+                continue
+            del row["timestamp"]
+            how = d.pick({"delay": 0.45, "delay_ms": 0.15, "timestamp": 0.2, "none": 0.2})
+            if how == "timestamp":
+                last_ts = round(last_ts + d.one([0.0, 3.0, 25.0, 400.0]), 3)
+                row["timestamp"] = last_ts
+            elif how != "none":
+                row[how] = d.one([0, 1, 5.5, 30, 200])
+            if fmt == "mooncake":
+                prev = turns[k - 1]["hash_ids"]
+                if "input_length" in row:
+                    row["input_length"] += len(prev) * tbs
+                row["hash_ids"] = prev + row["hash_ids"]
+    out, left = [], [list(t) for t in sessions]
+    while any(left):
+        turns = d.one([t for t in left if t])
+        out.append(turns.pop(0))
+    return out
+
+
+def _conversation_lengths(rows: list[dict], prompts: list[int], outputs: list[int]) -> list[int]:
+    """Prompt lengths of mooncake-delta session turns: each holds its session's earlier
+    prompts and outputs."""
+    held: dict = {}
+    out = []
+    for row, p, o in zip(rows, prompts, outputs, strict=True):
+        s = row.get("session_id")
+        total = held.get(s, 0) + p if s is not None else p
+        out.append(total)
+        if s is not None:
+            held[s] = total + o
+    return out
 
 
 def _json_row(row: dict) -> str:

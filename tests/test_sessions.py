@@ -236,3 +236,18 @@ def test_trace_sessions_in_pd_are_refused(tmp_path: Path) -> None:
     path.write_text(text.replace("FORMAT", "mooncake"))
     with pytest.raises(NotAvailableError, match="multi-turn trace sessions in P/D"):
         run_prediction(str(path))
+
+
+def test_trace_timeline_names_session_turns(tmp_path: Path) -> None:
+    rows = [_row(session_id="a", timestamp=0), _row(session_id="a", delay=2), _row(timestamp=1)]
+    out = tmp_path / "run"
+    flags = ["--capture-per-request", "--capture-passes"]
+    res = CliRunner().invoke(
+        main, ["predict", "-c", _trace(tmp_path, rows), "-o", str(out), *flags]
+    )
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["trace", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    events = json.loads((out / "trace.json").read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert {"a", "a turn 1", "request 3"} <= names

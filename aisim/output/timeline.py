@@ -153,6 +153,15 @@ def _phases(rec: dict) -> list[tuple[str, float, float]]:
     return out
 
 
+def _request_label(session_id: str, line_no: int) -> tuple[int, str]:
+    """(index --requests selects by, track name) of a record: `session_<i>` / `request_<i>`
+    give i; a trace's own session ids keep their name and are counted by record."""
+    head, _, tail = session_id.rpartition("_")
+    if head in ("session", "request") and tail.isdigit():
+        return int(tail), f"request {int(tail)}"
+    return line_no - 1, session_id
+
+
 def _requests(path: Path, writer, uuid, cut: Cut) -> int:
     root = None
     written = 0
@@ -160,8 +169,8 @@ def _requests(path: Path, writer, uuid, cut: Cut) -> int:
         for line_no, line in enumerate(f, start=1):
             try:
                 rec = json.loads(line)
-                index = int(rec["session_id"].rsplit("_", 1)[-1])
-            except (ValueError, KeyError) as exc:
+                index, label = _request_label(rec["session_id"], line_no)
+            except (ValueError, KeyError, AttributeError) as exc:
                 raise AisimError(f"{path}:{line_no}: not a request record ({exc})") from None
             if not cut.keeps_request(index):
                 continue
@@ -173,7 +182,7 @@ def _requests(path: Path, writer, uuid, cut: Cut) -> int:
                 writer.track(root, "requests")
             track = uuid()
             turn = int(rec.get("turn_index") or 0)  # a session's later turns share its index
-            writer.track(track, f"request {index}" + (f" turn {turn}" if turn else ""), root)
+            writer.track(track, label + (f" turn {turn}" if turn else ""), root)
             args = {"input_tokens": rec["input_length"], "output_tokens": rec["output_length"]}
             for name, start, end in phases:
                 writer.slice(track, name, _ns(start), _ns(end), args)
