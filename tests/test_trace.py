@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from aisim import state as st
-from aisim.errors import ConfigError, NotAvailableError
+from aisim.errors import ConfigError
 from aisim.traffic_trace import _read_columnar, _scan_rows, prefix_keys, read_trace
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
@@ -129,10 +129,14 @@ def test_bad_row_names_file_and_line(tmp_path: Path, line: str, message: str) ->
     assert f"{path}:3: " in str(err.value) and message in str(err.value)
 
 
-def test_session_rows_are_not_available(tmp_path: Path) -> None:
-    path = _write(tmp_path, [_row([1]), _row([1], session_id="a")])
-    with pytest.raises(NotAvailableError, match=":2: session_id"):
-        read_trace(path, 32)
+def test_session_rows_are_read_with_their_fields(tmp_path: Path) -> None:
+    path = _write(tmp_path, [_row([1]), _row([1], session_id="a", delay=4)])
+    rows = read_trace(path, 32)
+    assert rows.session == [None, "a"]
+    assert np.isnan(rows.delay_ms[0]) and rows.delay_ms[1] == 4.0
+    assert rows.stamped.tolist() == [True, True]
+    plain = read_trace(_write(tmp_path, [_row([1]), _row([2])]), 32)
+    assert plain.session is None and plain.delay_ms is None
 
 
 def test_empty_trace_is_an_error(tmp_path: Path) -> None:
