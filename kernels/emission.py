@@ -6,7 +6,7 @@ import numpy as np
 
 from aisim.kernels import kv_blocks as kv
 from aisim.kernels import lazy, mtp_step, queues, sessions
-from aisim.kernels._jit import helper
+from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import (
     CNT_LAZY,
     ReqStatus,
@@ -139,6 +139,13 @@ def recovered(req, q, g, t_ms):
     req.preempt_at_ms[q] = np.nan
 
 
+@kernel
+def _publish(req, blocks, q, r):
+    """`kv.publish_owner_blocks` out of line: once a session turn (rare beside the per-pass
+    code it sits in, which it would otherwise grow)."""
+    kv.publish_owner_blocks(req, blocks, q, r, req.slot[q])
+
+
 @helper
 def retire_finished(p, req, ranks, blocks, stats, r, t_ms):
     """Drop finishing requests from the running list, in running order."""
@@ -158,8 +165,7 @@ def retire_finished(p, req, ranks, blocks, stats, r, t_ms):
                 ranks.held_len[r] += 1
                 continue
             if p.sessions and p.prefix_caching and sessions.has_next_turn(req, q):
-                # the next turn extends this conversation: its blocks become hittable
-                kv.publish_owner_blocks(req, blocks, q, r, req.slot[q])
+                _publish(req, blocks, q, r)  # the next turn extends this conversation
             queues.free_request_kv(p, req, ranks, blocks, r, q)
             req.status[q] = ReqStatus.FINISHED
             req.terminal_ms[q] = t_ms

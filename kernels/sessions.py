@@ -6,12 +6,15 @@ a concurrency load the count is of sessions, and a session's last terminal turn 
 session at once. Turns whose arrival is known wait in a min-heap over (arrival_ms, request
 index) in `req.release_heap[:counters[CNT_RELEASING]]` (kernels/minheap.py); index order is
 session order, then turn order, which is how AISimulate orders turns ready at one instant.
+
+`start`, `on_terminal` and `pop` run once a run or once a request: out of line, so the event
+loops and the many call sites of a terminal state do not each compile a copy.
 """
 
 import numpy as np
 
 from aisim.kernels import minheap
-from aisim.kernels._jit import helper
+from aisim.kernels._jit import helper, kernel
 from aisim.kernels.codes import CNT_NEXT_SESSION, CNT_RELEASING, LoadKind
 
 
@@ -37,7 +40,7 @@ def has_next_turn(req, i):
     return i + 1 < req.turn.shape[0] and req.turn[i + 1] != 0
 
 
-@helper
+@kernel
 def start(p, req, stats):
     """Release every session's first turn (open loop: at its own arrival time), or the first
     `concurrency` sessions at 0 (closed loop)."""
@@ -57,7 +60,7 @@ def start(p, req, stats):
                 _release(req, stats, i)
 
 
-@helper
+@kernel
 def on_terminal(p, req, stats, i, t_ms):
     """Request i reached a terminal state at t_ms: its session's next turn arrives after its
     think time, or (closed loop) the next session starts now."""
@@ -80,7 +83,7 @@ def next_arrival(req, stats):
     return req.arrival_ms[req.release_heap[0]]
 
 
-@helper
+@kernel
 def pop(req, stats):
     """Take the next turn to arrive."""
     n = stats.counters[CNT_RELEASING]
