@@ -56,8 +56,9 @@ def _compile_all(cache: str, workloads: Path | None, run_tests: bool) -> None:
         stale = "tests/test_prebuilt.py::test_shipped_archive_matches_these_kernel_sources"
         # at most CHUNK tests a process: numba keeps every module it compiled in memory, and
         # the whole suite compiled in one process (or the goldens in one) came within 2 GB of
-        # this machine's 24 GB; the chunks share the on-disk cache, so a kernel compiled once
-        # is loaded by the later ones
+        # this machine's 24 GB (60 tests a chunk were OOM-killed there once the session kernels
+        # came); the chunks share the on-disk cache, so a kernel compiled once is loaded by the
+        # later ones
         for chunk in _test_chunks(env, stale):
             print(f"testing {chunk[0]} .. {chunk[-1]} ({len(chunk)} tests)", flush=True)
             subprocess.run(
@@ -89,7 +90,7 @@ def _compile_all(cache: str, workloads: Path | None, run_tests: bool) -> None:
             )
 
 
-CHUNK = 60
+CHUNK = 30
 
 
 def _test_chunks(env: dict, skip: str) -> list[list[str]]:
