@@ -111,7 +111,7 @@ def test_records_name_session_and_turn(tmp_path: Path) -> None:
     keys = sorted((r["session_id"], r["turn_index"]) for r in pred.records)
     assert keys == [(f"session_{s}", t) for s in range(3) for t in range(3)]
     by_key = {(r["session_id"], r["turn_index"]): r for r in pred.records}
-    # concurrency 2 counts sessions: session 2 starts when session 0 or 1 ends
+    # concurrency 2 counts sessions: session_2 starts when session_0 or session_1 ends
     first = by_key[("session_2", 0)]["arrival_time_ms"]
     ends = [by_key[(f"session_{s}", 2)]["terminal_time_ms"] for s in (0, 1)]
     assert first == min(ends)
