@@ -134,3 +134,36 @@ engine:
     )
     with pytest.raises(EmptyTableError, match=r"0\.31\.0 tables of b200_sxm hold no GEMM rows"):
         run_prediction(str(tmp_path / "c.yaml"))
+
+
+def test_empty_attention_tables_refuse_a_run_that_prices_no_pass(tmp_path) -> None:
+    """gb200's vLLM 0.31.0 rows hold no attention of their own; with enable_shared_layer false
+    AISimulate loads the attention tables before any pass and refuses the run even when every
+    request is rejected at admission (context_length below every prompt; difftest run AE)."""
+    from aisim.errors import EmptyTableError
+    from aisim.prediction import run_prediction
+
+    (tmp_path / "c.yaml").write_text(
+        """
+traffic:
+  source: {type: synthetic, input_tokens: 16, output_tokens: 32}
+  load: {type: concurrency, concurrency: 2}
+  stop: {requests: 4}
+engine:
+  model: Qwen/Qwen3-8B
+  hardware: gb200
+  backend: vllm
+  backend_version: 0.31.0
+  enable_shared_layer: false
+  context_length: 15
+  workers:
+    aggregated:
+      parallelism: {tensor: 2, attention_data: 2}
+      kv_cache: {block_size: 64, capacity: {type: fixed, blocks: 6}}
+      timing: {type: default}
+"""
+    )
+    with pytest.raises(
+        EmptyTableError, match=r"0\.31\.0 tables of gb200 hold no context_attention"
+    ):
+        run_prediction(str(tmp_path / "c.yaml"))

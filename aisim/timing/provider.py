@@ -138,6 +138,21 @@ def plan_for(spec, where: str):
                 else ""
             )
         )
+    if not sol and deployment.mode != "EMPIRICAL" and model.kv_lora_rank == 0:
+        # so does it the attention tables of a GQA model (a version whose own rows lack them,
+        # read with enable_shared_layer: false; gb200 vLLM 0.31.0)
+        for family in ("context_attention", "generation_attention"):
+            cols = tables.get(family)
+            if cols is not None and not any(len(v) for v in cols.values()):
+                raise EmptyTableError(
+                    f"{where}.timing: the {deployment.backend} {deployment.version} tables of "
+                    f"{hardware} hold no {family} rows"
+                    + (
+                        " of their own (enable_shared_layer: false); set it true"
+                        if primary_only
+                        else ""
+                    )
+                )
     try:
         plan = build_plan(model, tables, system, deployment)
     except OpTableError as exc:
