@@ -23,7 +23,9 @@ from aisim.traffic import Traffic
 def session_trace_traffic(spec, workload, rows) -> Traffic:
     """The request arrays of a session trace as pool `spec` receives them, session by session
     (the kernel releases later turns, kernels/sessions.py)."""
-    from aisim.traffic_session import output_for, rejected
+    from aisim.engine.spec import output_for
+    from aisim.traffic import truncated_outputs
+    from aisim.traffic_session import rejected
     from aisim.traffic_trace import prefix_keys
 
     w = workload
@@ -49,10 +51,7 @@ def session_trace_traffic(spec, workload, rows) -> Traffic:
     new = rows.input_len[order]
     conv = np.arange(n, dtype=np.int32)
     prompt = new.copy()
-    out = np.array(
-        [output_for(spec, int(p), int(o)) for p, o in zip(prompt, requested, strict=True)],
-        dtype=np.int64,
-    )
+    out = truncated_outputs(spec, prompt, requested)
     if w.trace_format == "mooncake-delta":
         # a turn holds the conversation so far: it extends its first turn's prefix
         head = first[session_of]

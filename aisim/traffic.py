@@ -44,6 +44,19 @@ def _chain_hashes(contents: np.ndarray) -> np.ndarray:
     return out
 
 
+def truncated_outputs(spec: EngineSpec, prompt: np.ndarray, requested: np.ndarray) -> np.ndarray:
+    """int64 tokens each request emits on pool `spec`: truncated to the context, and TRT-LLM
+    clamps max_output_tokens to what the KV pool can hold at enqueue (docs/rules.md 3.2;
+    aisim.engine.spec.output_for for one request)."""
+    out = np.array(requested, dtype=np.int64)
+    if spec.max_model_len is not None:
+        fits = prompt < spec.max_model_len
+        out[fits] = np.minimum(out[fits], spec.max_model_len - prompt[fits])
+    if spec.backend == "trtllm":
+        out = np.minimum(out, spec.num_blocks * spec.block_size - prompt)
+    return out
+
+
 def synthetic(spec: EngineSpec, workload: WorkloadSpec) -> Traffic:
     """A synthetic source's requests as the pool `spec` receives them (outputs truncated to its
     context, clamped to a TRT-LLM pool)."""
@@ -51,12 +64,7 @@ def synthetic(spec: EngineSpec, workload: WorkloadSpec) -> Traffic:
     p, o = workload.input_tokens, workload.output_tokens
     prompt = np.full(n, p, dtype=np.int64)
     requested = np.full(n, o, dtype=np.int64)
-    out = requested.copy()
-    if spec.max_model_len is not None and p < spec.max_model_len:
-        out = np.minimum(out, spec.max_model_len - p)
-    if spec.backend == "trtllm":
-        # TRT-LLM clamps max_output_tokens to what the KV pool can hold at enqueue
-        out = np.minimum(out, spec.num_blocks * spec.block_size - prompt)
+    out = truncated_outputs(spec, prompt, requested)
     # Every request shares the first cached_prefix_tokens tokens; full blocks of it are shareable.
     shared_blocks = workload.cached_prefix_tokens // spec.block_size
     pfx_hash = _chain_hashes(np.arange(shared_blocks, dtype=np.int64))

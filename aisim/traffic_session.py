@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from aisim.engine.spec import EngineSpec
+from aisim.engine.bounds import rejected_at_admission
+from aisim.engine.spec import EngineSpec, output_for
 from aisim.engine.workload import WorkloadSpec
 
 GROUP_SEED = 0
@@ -37,23 +38,12 @@ def turn_lengths(spec: EngineSpec, workload: WorkloadSpec) -> tuple[np.ndarray, 
     )
 
 
-def output_for(spec: EngineSpec, prompt: int, requested: int) -> int:
-    """Tokens a turn emits: truncated to the context, clamped to a TRT-LLM pool (3.2)."""
-    out = requested
-    if spec.max_model_len is not None and prompt < spec.max_model_len:
-        out = min(out, spec.max_model_len - prompt)
-    if spec.backend == "trtllm":
-        out = min(out, spec.num_blocks * spec.block_size - prompt)
-    return out
-
-
 def rejected(spec: EngineSpec, prompt: int, out: int) -> bool:
-    """A turn that can never run is rejected and emits nothing (docs/rules.md 3.3)."""
-    if spec.max_model_len is not None and prompt >= spec.max_model_len:
+    """A turn that can never run is rejected and emits nothing (docs/rules.md 3.3): the
+    admission check, or TRT-LLM's clamp leaving it no output."""
+    if rejected_at_admission(spec, [prompt])[0]:
         return True
-    if spec.backend == "trtllm":
-        return out <= 0
-    return -(-prompt // spec.block_size) > spec.num_blocks
+    return spec.backend == "trtllm" and out <= 0
 
 
 def _first_arrivals(workload: WorkloadSpec, sessions: int) -> np.ndarray:

@@ -32,7 +32,7 @@ from aisim.engine.bounds import (
     never_finishing_message,
 )
 from aisim.errors import CapacityError, ConfigError, note
-from aisim.traffic import Traffic
+from aisim.traffic import Traffic, truncated_outputs
 
 _U64_MAX = (1 << 64) - 1
 _SESSION_KEYS = ("session_id", "delay", "delay_ms")
@@ -252,13 +252,13 @@ def _scan_rows(path: str, block_size: int) -> TraceRows:
                     "traffic.source.block_size"
                 )
             name, ts = _field(row, ("timestamp", "created_time"))
+            stamped.append(ts is not None)
             if ts is None:
                 ts = 0.0
             if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
                 raise ConfigError(
                     f"{where}: {name} must be a number of milliseconds, finite (got {show(ts)})"
                 )
-            stamped.append(_field(row, ("timestamp", "created_time"))[1] is not None)
             stamps.append(float(ts))
             ins.append(inp)
             outs.append(out)
@@ -389,13 +389,7 @@ def trace_traffic(spec, workload) -> Traffic:
     pfx_start, pfx_len, pfx_hash = prefix_keys(rows, spec.block_size, w.trace_block_size)
     prompt = rows.input_len[order]
     requested = rows.output_len[order]
-    out = requested.copy()
-    if spec.max_model_len is not None:
-        fits = prompt < spec.max_model_len
-        out[fits] = np.minimum(out[fits], spec.max_model_len - prompt[fits])
-    if spec.backend == "trtllm":
-        # TRT-LLM clamps max_output_tokens to what the KV pool can hold at enqueue
-        out = np.minimum(out, spec.num_blocks * spec.block_size - prompt)
+    out = truncated_outputs(spec, prompt, requested)
     traffic = Traffic(
         prompt_len=prompt,
         requested_output_len=requested,

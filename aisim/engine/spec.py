@@ -266,14 +266,19 @@ def _tokenization(tok, role: str) -> tuple[int, float, float]:
 
 
 def _output_tokens(spec: EngineSpec, workload: WorkloadSpec) -> int:
-    """Tokens a synthetic request emits: truncated to the context, clamped to the TRT-LLM pool
-    (as aisim.traffic.synthetic does, in Python integers)."""
-    p, o = workload.input_tokens, workload.output_tokens
-    if spec.max_model_len is not None and p < spec.max_model_len:
-        o = min(o, spec.max_model_len - p)
+    """Tokens a synthetic request emits (never below 0)."""
+    return max(output_for(spec, workload.input_tokens, workload.output_tokens), 0)
+
+
+def output_for(spec: EngineSpec, prompt: int, requested: int) -> int:
+    """Tokens a request of `prompt` tokens emits on pool `spec`: truncated to the context,
+    clamped to a TRT-LLM pool (docs/rules.md 3.2); aisim.traffic.truncated_outputs on arrays."""
+    out = requested
+    if spec.max_model_len is not None and prompt < spec.max_model_len:
+        out = min(out, spec.max_model_len - prompt)
     if spec.backend == "trtllm":
-        o = min(o, spec.num_blocks * spec.block_size - p)
-    return max(o, 0)
+        out = min(out, spec.num_blocks * spec.block_size - prompt)
+    return out
 
 
 def gpu_system(hardware: str = "b200_sxm") -> dict:
